@@ -1,0 +1,188 @@
+"""pytest plugin for the correctness suite (``tests/``).
+
+Installs the session's overrides at configure, measures per test case how
+often each candidate ran during the call phase (``candidate_calls``), and
+decides the session's verdict at sessionfinish:
+
+- ``no_tests``: nothing ran;
+- ``all_skipped``: every case skipped; an unused candidate is then allowed
+  (it is not a pass either);
+- ``uncalled``: a file-loaded candidate was never called; the session exits
+  non-zero with one line naming the operator;
+- ``failed`` / ``passed`` otherwise.
+
+With ``--record json`` the report (schema ``gemswatch.correctness/v1``) is
+written atomically to ``--output`` (default ``accuracy_result.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .overrides import SessionOverrides, add_report_options, write_json_atomic
+
+__all__ = ["CorrectnessPlugin", "SCHEMA"]
+
+SCHEMA = "gemswatch.correctness/v1"
+DEFAULT_OUTPUT = "accuracy_result.json"
+
+# Marks that say how a test runs, not which operator it tests.
+_CONTROL_MARKS = {
+    "filterwarnings", "parametrize", "skip", "skipif", "timeout", "tryfirst", "trylast", "usefixtures", "xfail",
+}
+
+_PLUGIN_KEY = pytest.StashKey["CorrectnessPlugin"]()
+
+
+def _crash_message(report: pytest.TestReport) -> str | None:
+    if report.passed:
+        return None
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message
+    return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else None
+
+
+@dataclass
+class _Case:
+    nodeid: str
+    params: dict[str, Any]
+    opname: list[str]
+    result: str | None = None
+    reason: str | None = None
+    candidate_calls: dict[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        record = {"nodeid": self.nodeid, "params": self.params, "opname": self.opname, "result": self.result, "reason": self.reason}
+        if self.candidate_calls is not None:
+            record["candidate_calls"] = self.candidate_calls
+        return record
+
+
+@dataclass
+class CorrectnessPlugin:
+    """Session state of the correctness suite, kept in ``config.stash``."""
+
+    config: pytest.Config
+    overrides: SessionOverrides
+    cases: dict[str, _Case] = field(default_factory=dict)
+    status: str | None = None
+    message: str | None = None
+
+    # -- per test -------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        callspec = getattr(item, "callspec", None)
+        marks = [m.name for m in item.iter_markers() if m.name not in _CONTROL_MARKS]
+        self.cases[item.nodeid] = _Case(item.nodeid, dict(callspec.params) if callspec else {}, list(dict.fromkeys(marks)))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        before = self.overrides.counts()
+        try:
+            return (yield)
+        finally:
+            after = self.overrides.counts()
+            case = self.cases.get(item.nodeid)
+            if case is not None:
+                case.candidate_calls = {name: n - before.get(name, 0) for name, n in after.items()}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        case = self.cases.get(report.nodeid)
+        if case is None:
+            return
+        if report.when == "setup" and not report.passed:
+            case.result = "skipped" if report.skipped else "error"
+            case.reason = _crash_message(report)
+        elif report.when == "call":
+            case.result = "skipped" if report.skipped else report.outcome
+            case.reason = _crash_message(report)
+        elif report.when == "teardown" and report.failed and case.result != "failed":
+            case.result, case.reason = "error", _crash_message(report)
+
+    # -- session --------------------------------------------------------------
+
+    def pytest_report_header(self) -> list[str]:
+        return self.overrides.header_lines()
+
+    def summary(self) -> dict[str, int]:
+        results = [c.result for c in self.cases.values()]
+        counts = {k: results.count(k) for k in ("passed", "failed", "skipped", "error")}
+        return {"passed": counts["passed"], "failed": counts["failed"], "skipped": counts["skipped"],
+                "errors": counts["error"], "total": len(results)}
+
+    def decide(self) -> tuple[str, str | None]:
+        """The session verdict and, for a failing one, its one-line reason."""
+        s = self.summary()
+        ran = s["total"] - s["skipped"]
+        if s["total"] == 0:
+            return "no_tests", "no test was collected for this selection"
+        if ran == 0:
+            return "all_skipped", None
+        uncalled = self.overrides.uncalled_messages()
+        if uncalled:
+            return "uncalled", f"{'; '.join(uncalled)} (by the {ran} tests that ran)"
+        if s["failed"] or s["errors"]:
+            return "failed", f"{s['failed']} failed, {s['errors']} errors of {s['total']} tests"
+        return "passed", None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if exitstatus not in (0, 1, 5) or hasattr(self.config, "workerinput"):
+            self.status, self.message = ("error" if exitstatus in (3, 4) else "interrupted"), None
+        else:
+            self.status, self.message = self.decide()
+            if self.status == "uncalled" and session.exitstatus == 0:
+                session.exitstatus = 1
+        if self.config.option.record == "json":
+            self.write_report(int(session.exitstatus))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.status == "uncalled":
+            terminalreporter.write_line(f"gemswatch: UNCALLED: {self.message}", red=True, bold=True)
+        elif self.status == "all_skipped":
+            terminalreporter.write_line("gemswatch: all tests skipped; the candidate was not checked", yellow=True)
+
+    def write_report(self, exit_code: int) -> None:
+        counts = self.overrides.counts()
+        overrides = []
+        for row in self.overrides.rows():
+            if row["file"]:
+                overrides.append({k: row[k] for k in ("operator", "target", "file", "function")} | {"calls": counts.get(row["target"], 0)})
+        report = {
+            "schema_version": SCHEMA,
+            "status": self.status,
+            "message": self.message,
+            "exit_code": exit_code,
+            "summary": self.summary(),
+            "overrides": overrides,
+            "uncalled": self.overrides.uncalled(),
+            "records": [c.to_dict() for c in self.cases.values()],
+        }
+        write_json_atomic(self.config.option.output or DEFAULT_OUTPUT, report)
+
+    def pytest_unconfigure(self) -> None:
+        self.overrides.restore()
+
+
+# -- hooks seen by pytest when a conftest lists this module in pytest_plugins --
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    SessionOverrides.add_options(parser)
+    add_report_options(parser)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    overrides = SessionOverrides.install(config)
+    plugin = CorrectnessPlugin(config, overrides)
+    config.stash[_PLUGIN_KEY] = plugin
+    config.pluginmanager.register(plugin, "gemswatch-correctness")
