@@ -59,8 +59,17 @@ class OverrideSpec:
         return path.resolve()
 
 
+class _EmptyPart(ValueError):
+    pass
+
+
 def _split_path_function(rest: str) -> tuple[str, str | None]:
+    """Split ``path[:function]``; raises _EmptyPart for ``path:`` or ``:function``."""
     head, sep, tail = rest.rpartition(":")
+    if sep and not tail.strip():
+        raise _EmptyPart("the function name is empty")
+    if sep and not head.strip() and tail.strip().isidentifier():
+        raise _EmptyPart("the path is empty")
     if sep and head and tail.strip().isidentifier() and not tail.startswith(("\\", "/")):
         return head.strip(), tail.strip()
     return rest.strip(), None
@@ -78,9 +87,12 @@ def parse_override_spec(spec: str) -> tuple[str, str, str]:
     op, rest = spec[:cut].strip(), spec[cut + 1 :]
     if not op.isidentifier():
         raise OverrideError(f"invalid override spec {spec!r}: operator name {op!r} is not an identifier; {form}")
-    path, func = _split_path_function(rest)
-    if not path:
+    if not rest.strip():
         raise OverrideError(f"invalid override spec {spec!r}: the path is empty; {form}")
+    try:
+        path, func = _split_path_function(rest)
+    except _EmptyPart as e:
+        raise OverrideError(f"invalid override spec {spec!r}: {e}; {form}") from None
     return op, path, func or op
 
 
@@ -129,7 +141,10 @@ def _config_specs(config_path: str | os.PathLike) -> list[OverrideSpec]:
         if not isinstance(op, str) or not op.isidentifier():
             raise OverrideError(f"{where}: operator name {op!r} is not an identifier")
         if isinstance(entry, str) and entry.strip():
-            file, func = _split_path_function(entry)
+            try:
+                file, func = _split_path_function(entry)
+            except _EmptyPart as e:
+                raise OverrideError(f"{where}: entry {op!r} {entry!r}: {e}; write 'path' or 'path:function'") from None
         elif isinstance(entry, dict):
             extra = sorted(set(entry) - {"file", "function"})
             if extra:

@@ -69,7 +69,8 @@ class _Tracked:
     file: str
     function: str
     counter: _Counter
-    sys_path_entry: str | None = None
+    module: ModuleType | None = None  # the candidate's module, registered in sys.modules
+    folder: str | None = None  # the candidate's folder, on sys.path while installed
 
 
 def _full_name(module_name: str, op_name: str) -> str:
@@ -111,10 +112,24 @@ def _resolve_path(filepath: str | os.PathLike, base_dir: str | os.PathLike | Non
     return path.resolve()
 
 
-def _load_module(path: Path, shown: str) -> tuple[ModuleType, str | None]:
+@dataclass
+class _Loaded:
+    """A freshly executed candidate module and what loading it changed."""
+
+    module: ModuleType
+    added: str | None  # the sys.path entry inserted (None: it was already there)
+    previous: ModuleType | None  # the sys.modules entry it displaced, if any
+
+    def undo(self) -> None:
+        _forget(self.module.__name__, self.added)
+        if self.previous is not None:
+            sys.modules[self.module.__name__] = self.previous
+
+
+def _load_module(path: Path, shown: str) -> _Loaded:
     """Execute ``path`` as a fresh module registered in sys.modules; its
-    folder goes on sys.path so sibling imports work. Returns the module and
-    the sys.path entry added (None if it was already there)."""
+    folder goes on sys.path so sibling imports work. On failure nothing is
+    left changed."""
     if not path.exists():
         raise OverrideError(f"candidate file not found: {shown} (resolved to {path}); check the path")
     if not path.is_file():
@@ -129,19 +144,20 @@ def _load_module(path: Path, shown: str) -> tuple[ModuleType, str | None]:
     if folder not in sys.path:
         sys.path.insert(0, folder)
         added = folder
+    loaded = _Loaded(module, added, sys.modules.get(name))
     sys.modules[name] = module
     try:
         loader.exec_module(module)
     except SyntaxError as e:
-        _forget(name, added)
+        loaded.undo()
         where = f" at line {e.lineno}" if e.lineno else ""
         raise OverrideError(f"cannot import candidate {path}: SyntaxError{where}: {e.msg}; fix the file") from e
     except (Exception, SystemExit) as e:
-        _forget(name, added)
+        loaded.undo()
         raise OverrideError(
             f"cannot import candidate {path}: {type(e).__name__}: {e}; the file raised while being imported, fix it"
         ) from e
-    return module, added
+    return loaded
 
 
 def _forget(module_name: str | None, sys_path_entry: str | None) -> None:
@@ -187,11 +203,11 @@ def load_impl_from_file(
             non-callable function; the message names the file and the fix.
     """
     path = _resolve_path(filepath, base_dir)
-    module, added = _load_module(path, str(filepath))
+    loaded = _load_module(path, str(filepath))
     try:
-        return _get_function(module, path, func_name)
+        return _get_function(loaded.module, path, func_name)
     except OverrideError:
-        _forget(module.__name__, added)
+        loaded.undo()
         raise
 
 
@@ -205,13 +221,16 @@ def _counting_wrapper(func: Callable, counter: _Counter) -> Callable:
 
 
 def _normalize_file_spec(op_name: str, spec: Any) -> tuple[str, str]:
+    path: Any = None
+    func: Any = None
     if isinstance(spec, (str, os.PathLike)):
-        return os.fspath(spec), op_name
-    if isinstance(spec, (tuple, list)) and len(spec) == 2:
+        path = spec
+    elif isinstance(spec, (tuple, list)) and len(spec) == 2:
         path, func = spec
+    elif isinstance(spec, Mapping):
+        path, func = spec.get("file"), spec.get("function")
+    if isinstance(path, (str, os.PathLike)) and os.fspath(path) and (func is None or isinstance(func, str)):
         return os.fspath(path), func or op_name
-    if isinstance(spec, Mapping) and spec.get("file"):
-        return os.fspath(spec["file"]), spec.get("function") or op_name
     raise OverrideError(
         f"invalid file spec for {op_name!r}: {spec!r}; use 'path.py', ('path.py', 'function') "
         "or {'file': 'path.py', 'function': 'function'}"
@@ -239,6 +258,9 @@ class DynamicOpOverride:
         self._originals: dict[tuple[str, str], Any] = {}
         self._installed: dict[tuple[str, str], Callable] = {}
         self._tracked: dict[tuple[str, str], _Tracked] = {}
+        # sys.path entries this registry inserted; removed once no installed
+        # candidate lives in that folder.
+        self._added_paths: set[str] = set()
 
     # -- context manager --------------------------------------------------
 
@@ -315,38 +337,40 @@ class DynamicOpOverride:
         OverrideError lists every failure.
         """
         module = _import_target(module_name)
-        loaded: dict[str, tuple[Callable, Path, str, str | None]] = {}
-        modules: list[str] = []
+        chosen: dict[str, tuple[Callable, Path, str, ModuleType]] = {}
+        loads: dict[Path, _Loaded] = {}  # each file is executed once per batch
         errors: list[str] = []
         for op_name, spec in op_file_mapping.items():
             try:
                 _check_op_name(op_name)
                 filepath, func_name = _normalize_file_spec(op_name, spec)
-                path = _resolve_path(filepath, base_dir)
-                cand_module, added = _load_module(path, filepath)
-                try:
-                    func = _get_function(cand_module, path, func_name)
-                except OverrideError:
-                    _forget(cand_module.__name__, added)
-                    raise
-                loaded[op_name] = (func, path, func_name, added)
-                modules.append(cand_module.__name__)
             except OverrideError as e:
                 errors.append(str(e))
+                continue
+            try:
+                path = _resolve_path(filepath, base_dir)
+                if path not in loads:
+                    loads[path] = _load_module(path, filepath)
+                cand_module = loads[path].module
+                chosen[op_name] = (_get_function(cand_module, path, func_name), path, func_name, cand_module)
+            except OverrideError as e:
+                # Name the operator and function too: a batch may report several failures.
+                errors.append(f"{_full_name(module_name, op_name)} <- function {func_name!r}: {e}")
         if errors:
-            for name, (_, _, _, added) in zip(modules, loaded.values()):
-                _forget(name, added)
+            for loaded in reversed(loads.values()):
+                loaded.undo()
             raise OverrideError("; ".join(errors))
         with self._lock:
-            for op_name, (func, path, func_name, added) in loaded.items():
+            self._added_paths.update(loaded.added for loaded in loads.values() if loaded.added is not None)
+            for op_name, (func, path, func_name, cand_module) in chosen.items():
                 counter = _Counter()
                 key = (module_name, op_name)
                 self._install(module, module_name, op_name, _counting_wrapper(func, counter))
                 old = self._tracked.get(key)
-                if old is not None and old.sys_path_entry and old.sys_path_entry != added:
-                    _forget(None, old.sys_path_entry)
-                self._tracked[key] = _Tracked(str(path), func_name, counter, added)
-        return {op: True for op in loaded}
+                self._tracked[key] = _Tracked(str(path), func_name, counter, cand_module, str(path.parent))
+                if old is not None:
+                    self._release(old)
+        return {op: True for op in chosen}
 
     def _install(self, module: ModuleType, module_name: str, op_name: str, impl: Callable) -> None:
         key = (module_name, op_name)
@@ -358,8 +382,22 @@ class DynamicOpOverride:
 
     def _untrack(self, key: tuple[str, str]) -> None:
         tracked = self._tracked.pop(key, None)
-        if tracked is not None and tracked.sys_path_entry:
-            _forget(None, tracked.sys_path_entry)
+        if tracked is not None:
+            self._release(tracked)
+
+    def _release(self, tracked: _Tracked) -> None:
+        """Drop a no-longer-installed candidate's module from sys.modules and
+        its folder from sys.path, unless another installed candidate still
+        uses them (two ops from one file or one folder)."""
+        remaining = list(self._tracked.values())
+        module = tracked.module
+        if module is not None and not any(t.module is module for t in remaining):
+            if sys.modules.get(module.__name__) is module:
+                del sys.modules[module.__name__]
+        folder = tracked.folder
+        if folder in self._added_paths and not any(t.folder == folder for t in remaining):
+            self._added_paths.discard(folder)
+            _forget(None, folder)
 
     # -- restoring ----------------------------------------------------------
 
@@ -384,8 +422,8 @@ class DynamicOpOverride:
                     delattr(module, op_name)
             else:
                 setattr(module, op_name, original)
-            if tracked is not None and tracked.sys_path_entry:
-                _forget(None, tracked.sys_path_entry)
+            if tracked is not None:
+                self._release(tracked)
         if tracked is not None and tracked.counter.calls == 0 and not allow_unused:
             raise AssertionError(_unused_message(module, module_name, op_name, tracked, original is _MISSING))
         return True

@@ -135,7 +135,9 @@ class CorrectnessPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if exitstatus not in (0, 1, 5) or hasattr(self.config, "workerinput"):
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker sees a slice of the session; it reports nothing itself
+        if exitstatus not in (0, 1, 5):
             self.status, self.message = ("error" if exitstatus in (3, 4) else "interrupted"), None
         else:
             self.status, self.message = self.decide()
