@@ -64,7 +64,7 @@ class _Case:
         return record
 
 
-@dataclass
+@dataclass(eq=False)  # pytest hashes registered plugins
 class CorrectnessPlugin:
     """Session state of the correctness suite, kept in ``config.stash``."""
 
@@ -175,6 +175,13 @@ class CorrectnessPlugin:
 
 
 # -- hooks seen by pytest when a conftest lists this module in pytest_plugins --
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    # A capture provider passed to a tests/ run must not be an unknown hook.
+    from .benchmark import hookspec
+
+    hookspec.add_hookspec(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

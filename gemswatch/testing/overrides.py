@@ -57,6 +57,9 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         raise
 
 
+_SESSION_KEY = pytest.StashKey["SessionOverrides"]()
+
+
 class SessionOverrides:
     """A pytest session's overrides, from --override / --override-config."""
 
@@ -79,6 +82,9 @@ class SessionOverrides:
         Raises pytest.UsageError (exit 4) naming the bad spec, file or
         function; nothing is installed then.
         """
+        existing = config.stash.get(_SESSION_KEY, None)
+        if existing is not None:
+            return existing  # a mixed tests/ + benchmark/ run installs once
         option = config.option
         module_name = getattr(option, "override_module", None) or DEFAULT_MODULE
         wanted = getattr(option, "override", None) or getattr(option, "override_config", None)
@@ -89,6 +95,7 @@ class SessionOverrides:
             except OverrideError as e:
                 raise pytest.UsageError(f"--override: {e}") from None
         session = cls(registry, module_name)
+        config.stash[_SESSION_KEY] = session
         if getattr(option, "list_overrides", False):
             print("\n".join(format_overrides(registry)), flush=True)
             session.restore()

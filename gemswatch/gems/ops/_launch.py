@@ -8,25 +8,30 @@ with small shapes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 
 from .. import _device  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 
-import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 __all__ = [
     "MAX_FUSED_SIZE",
     "LOOP_BLOCK_SIZE",
     "TILE_SIZE",
+    "REDUCE_BLOCK_SIZE",
     "TARGET_PROGRAMS",
     "RowLaunch",
     "row_launch",
     "column_launch",
     "pointwise_launch",
+    "ReduceLaunch",
+    "reduce_launch",
     "num_warps_for",
+    "cdiv",
+    "next_pow2",
     "dense_permutation",
     "tl_dtype",
     "needs_int64",
@@ -37,11 +42,26 @@ __all__ = [
 MAX_FUSED_SIZE = 16384
 # Chunk width of the looped kernels (never above MAX_FUSED_SIZE).
 LOOP_BLOCK_SIZE = 4096
+# Chunk width of the reduction kernels along the reduced axis when many rows
+# share a tile (few rows get longer chunks, up to TILE_SIZE).
+REDUCE_BLOCK_SIZE = 1024
 # Elements per program tile when several short rows share one program.
 TILE_SIZE = 4096
-# About how many programs keep an H200 (132 SMs) busy; reductions with fewer
-# output tiles than this split the reduced axis into partial sums.
-TARGET_PROGRAMS = 528
+# About how many programs keep an H200 (132 SMs) busy with enough loads in
+# flight; reductions with fewer output tiles than this split the reduced axis
+# into partial results.
+TARGET_PROGRAMS = 1056
+
+
+# Plain-Python ceil-div and power of two: triton.cdiv / next_power_of_2 go
+# through Triton's constexpr machinery and cost microseconds per host call.
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
 def num_warps_for(tile: int) -> int:
@@ -65,17 +85,27 @@ class RowLaunch:
     num_warps: int
 
     def grid(self, n_rows: int) -> tuple[int]:
-        return (triton.cdiv(n_rows, self.block_rows),)
+        return (cdiv(n_rows, self.block_rows),)
+
+
+# The launch helpers are pure functions of their sizes and of the limits above;
+# each public one passes the current limits (tests patch them) to a cached core,
+# which keeps host time per call low.
 
 
 def row_launch(n_rows: int, n_cols: int) -> RowLaunch:
     """Tile for a row-wise kernel: short rows are packed several per program;
     rows wider than MAX_FUSED_SIZE are walked in LOOP_BLOCK_SIZE chunks."""
-    width = triton.next_power_of_2(max(n_cols, 1))
-    if width <= MAX_FUSED_SIZE:
-        block_rows = min(triton.next_power_of_2(max(n_rows, 1)), max(1, TILE_SIZE // width))
+    return _row_launch(n_rows, n_cols, MAX_FUSED_SIZE, LOOP_BLOCK_SIZE, TILE_SIZE)
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_launch(n_rows: int, n_cols: int, max_fused: int, loop_block: int, tile: int) -> RowLaunch:
+    width = next_pow2(max(n_cols, 1))
+    if width <= max_fused:
+        block_rows = min(next_pow2(max(n_rows, 1)), max(1, tile // width))
         return RowLaunch(block_rows, width, True, num_warps_for(block_rows * width))
-    block = min(LOOP_BLOCK_SIZE, MAX_FUSED_SIZE)
+    block = min(loop_block, max_fused)
     return RowLaunch(1, block, False, num_warps_for(block))
 
 
@@ -83,11 +113,16 @@ def column_launch(n_reduce: int, n_inner: int) -> tuple[int, int, bool, int]:
     """Tile for an (outer, n_reduce, n_inner) problem reduced along the middle
     axis with the inner axis contiguous: returns (BLOCK_N, BLOCK_K, fused,
     num_warps); fused means the whole reduced axis fits one tile."""
-    block_k = min(triton.next_power_of_2(max(n_inner, 1)), 128)
-    width = triton.next_power_of_2(max(n_reduce, 1))
-    if width * block_k <= MAX_FUSED_SIZE:
+    return _column_launch(n_reduce, n_inner, MAX_FUSED_SIZE, LOOP_BLOCK_SIZE)
+
+
+@functools.lru_cache(maxsize=4096)
+def _column_launch(n_reduce: int, n_inner: int, max_fused: int, loop_block: int) -> tuple[int, int, bool, int]:
+    block_k = min(next_pow2(max(n_inner, 1)), 128)
+    width = next_pow2(max(n_reduce, 1))
+    if width * block_k <= max_fused:
         return width, block_k, True, num_warps_for(width * block_k)
-    block_n = max(1, min(LOOP_BLOCK_SIZE, MAX_FUSED_SIZE) // block_k)
+    block_n = max(1, min(loop_block, max_fused) // block_k)
     return block_n, block_k, False, num_warps_for(block_n * block_k)
 
 
@@ -97,6 +132,61 @@ def pointwise_launch(n_elements: int) -> tuple[int, int]:
     if n_elements >= 1 << 22:
         return 4096, 8
     return 1024, 4
+
+
+@dataclass(frozen=True)
+class ReduceLaunch:
+    """How to cover an (n_outer, n_reduce, n_inner) reduction.
+
+    With n_inner == 1 a program owns ``block_outer`` rows and walks them in
+    (block_outer, block_reduce) chunks; otherwise it owns ``block_inner``
+    columns of one outer slab and walks (block_reduce, block_inner) chunks.
+    ``n_splits`` > 1 cuts the reduced axis into pieces of ``per_split``
+    elements whose partial results are reduced again.
+    """
+
+    block_outer: int
+    block_reduce: int
+    block_inner: int
+    n_splits: int
+    per_split: int
+    num_warps: int
+
+
+def reduce_launch(n_outer: int, n_reduce: int, n_inner: int) -> ReduceLaunch:
+    """Tile and split for a reduction over the middle axis of a row-major
+    (n_outer, n_reduce, n_inner) tensor."""
+    return _reduce_launch(n_outer, n_reduce, n_inner, REDUCE_BLOCK_SIZE, TILE_SIZE, TARGET_PROGRAMS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduce_launch(
+    n_outer: int, n_reduce: int, n_inner: int, reduce_block: int, tile_size: int, target_programs: int
+) -> ReduceLaunch:
+    width = next_pow2(max(n_reduce, 1))
+    if n_inner == 1:
+        # Pack rows up to a tile; with few rows, spend the tile on longer chunks.
+        block_outer = min(next_pow2(max(n_outer, 1)), max(1, tile_size // min(width, reduce_block)))
+        block_reduce = min(width, max(1, tile_size // block_outer))
+        block_inner = 1
+        programs = cdiv(n_outer, block_outer)
+    else:
+        block_inner = min(next_pow2(n_inner), 128)
+        block_reduce = min(width, max(1, tile_size // block_inner))
+        block_outer = 1
+        programs = n_outer * cdiv(n_inner, block_inner)
+    chunks = cdiv(max(n_reduce, 1), block_reduce)
+    n_splits = 1
+    # Too few programs to fill the machine and a long reduced axis: give each
+    # split at least 4 chunks so the extra pass stays cheap.
+    if programs < target_programs and chunks >= 8:
+        n_splits = min(chunks // 4, cdiv(target_programs, programs))
+    per_split = cdiv(chunks, n_splits) * block_reduce
+    n_splits = cdiv(max(n_reduce, 1), per_split)
+    tile = block_outer * block_reduce * block_inner
+    # Column tiles: 4 warps beat 8 on an H200 (fp32 8192x8192 over dim 0).
+    num_warps = num_warps_for(tile) if n_inner == 1 else min(4, num_warps_for(tile))
+    return ReduceLaunch(block_outer, block_reduce, block_inner, n_splits, per_split, num_warps)
 
 
 def dense_permutation(t: torch.Tensor) -> list[int] | None:

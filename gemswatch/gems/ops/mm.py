@@ -1,13 +1,24 @@
 """Matrix products: ``mm``, ``addmm`` and the in-place ``addmm_``.
 
-One tiled Triton kernel computes ``out = alpha * (a @ b) + beta * bias`` with
-an fp32 accumulator; ``mm`` is the case without a bias. Operands are read
-through their strides, so transposed and sliced matrices need no copy.
+Two tiled Triton kernels compute ``out = alpha * (a @ b) + beta * bias`` with
+an fp32 accumulator (``mm`` is the case without a bias):
+
+* ``_addmm_kernel`` reads every operand through its strides, so transposed
+  and sliced matrices need no copy; it runs everywhere, including Triton's
+  interpreter.
+* ``_addmm_tma_kernel`` loads the A and B tiles and stores C with Hopper's
+  tensor-memory-accelerator (host-side tensor descriptors). It needs a
+  16-byte aligned row- or column-major layout and takes the large problems
+  on GPUs of compute capability 9 and newer.
+
+Problems under ``AUTOTUNE_MIN_FLOPS`` use one heuristic tile instead of the
+autotuner: tuning costs seconds per shape, far more than a small product.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 
@@ -18,36 +29,67 @@ import triton.language as tl
 __all__ = ["mm", "addmm", "addmm_"]
 
 _SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
+# Below this many multiply-adds (M * N * K) a product is launched with one
+# heuristic tile rather than autotuned.
+AUTOTUNE_MIN_FLOPS = 1 << 24
 
 
-# Tuning list for Hopper-class GPUs (keyed on the problem size and dtype).
-# Large square problems want 128x256 or 256x128 tiles with 8 warps and a
-# 3-4 stage pipeline; the smaller tiles keep skinny or small problems from
-# leaving most multiprocessors idle.
-def _config(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8) -> triton.Config:
+# Tuning list for Hopper-class GPUs (keyed on the problem size, dtype and
+# layout). Large square problems want 128x256 or 256x128 tiles with 8 warps
+# and a 3-4 stage pipeline; the smaller tiles keep skinny or mid-size
+# problems from leaving multiprocessors idle.
+def _config(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8, pre_hook=None) -> triton.Config:
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
         num_stages=stages,
         num_warps=warps,
+        pre_hook=pre_hook,
     )
 
 
-MM_CONFIGS = [
-    _config(128, 256, 64, 3, 8),
-    _config(256, 128, 64, 3, 8),
-    _config(128, 256, 64, 4, 8),
-    _config(128, 128, 64, 4, 8),
-    _config(128, 128, 64, 4, 4),
-    _config(128, 128, 32, 4, 4),
-    _config(64, 256, 32, 4, 4),
-    _config(128, 64, 32, 4, 4),
-    _config(64, 128, 32, 4, 4),
-    _config(64, 64, 32, 5, 2),
-    _config(32, 64, 32, 5, 2),
+_TILES = [
+    (128, 256, 64, 3, 8),
+    (256, 128, 64, 3, 8),
+    (128, 256, 64, 4, 8),
+    (128, 128, 64, 4, 8),
+    (128, 128, 64, 4, 4),
+    (128, 128, 32, 4, 4),
+    (64, 256, 32, 4, 4),
+    (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4),
+    (64, 64, 32, 5, 2),
     # float32 (ieee dot) keeps fewer operands in shared memory per stage.
-    _config(128, 128, 32, 3, 8),
-    _config(64, 128, 64, 3, 4),
+    (128, 128, 32, 3, 8),
+    (64, 128, 64, 3, 4),
 ]
+MM_CONFIGS = [_config(*tile) for tile in _TILES]
+
+
+@triton.jit
+def _tile_coords(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of this program in grouped order: GROUP_M consecutive
+    programs walk down a column of tiles, so the B tiles they share stay in
+    L2 while A tiles stream."""
+    pid = tl.program_id(0)
+    n_tiles_m = tl.cdiv(M, BLOCK_M)
+    n_tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_per_group = GROUP_M * n_tiles_n
+    first_m = (pid // tiles_per_group) * GROUP_M
+    group_rows = min(n_tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % tiles_per_group) % group_rows
+    pid_n = (pid % tiles_per_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _epilogue(acc, rows, cols, M, N, bias_ptr, bias_row_stride, bias_col_stride, alpha, beta, HAS_BIAS: tl.constexpr):
+    """alpha * acc (+ beta * bias[rows, cols]), in fp32."""
+    acc = acc * alpha
+    if HAS_BIAS:
+        mask = (rows[:, None] < M) & (cols[None, :] < N)
+        offs = rows[:, None].to(tl.int64) * bias_row_stride + cols[None, :].to(tl.int64) * bias_col_stride
+        acc += beta * tl.load(bias_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    return acc
 
 
 @triton.jit
@@ -79,19 +121,8 @@ def _addmm_kernel(
     GROUP_M: tl.constexpr,
 ):
     """c[m, n] = alpha * sum_k a[m, k] * b[k, n] + beta * bias[m, n]
-    (bias term only when HAS_BIAS), accumulated in fp32."""
-    # Grouped ordering: GROUP_M consecutive programs walk down a column of
-    # tiles, so the B tiles they share stay in L2 while A tiles stream.
-    pid = tl.program_id(0)
-    n_tiles_m = tl.cdiv(M, BLOCK_M)
-    n_tiles_n = tl.cdiv(N, BLOCK_N)
-    tiles_per_group = GROUP_M * n_tiles_n
-    group = pid // tiles_per_group
-    first_m = group * GROUP_M
-    group_rows = min(n_tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % tiles_per_group) % group_rows
-    pid_n = (pid % tiles_per_group) // group_rows
-
+    (bias term only when HAS_BIAS), accumulated in fp32; any strides."""
+    pid_m, pid_n = _tile_coords(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # Row/column indices wrap around (% M, % N): loads stay in bounds without
     # a mask, and the ragged edge is cut off by the masked store instead.
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -120,24 +151,72 @@ def _addmm_kernel(
         a_ptrs += BLOCK_K * a_col_stride
         b_ptrs += BLOCK_K * b_row_stride
 
-    acc = acc * alpha
+    acc = _epilogue(acc, rows, cols, M, N, bias_ptr, bias_row_stride, bias_col_stride, alpha, beta, HAS_BIAS)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
-    rows64 = rows[:, None].to(tl.int64)
-    cols64 = cols[None, :].to(tl.int64)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + rows64 * bias_row_stride + cols64 * bias_col_stride, mask=mask, other=0.0)
-        acc += beta * bias.to(tl.float32)
-    tl.store(c_ptr + rows64 * c_row_stride + cols64 * c_col_stride, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    offs = rows[:, None].to(tl.int64) * c_row_stride + cols[None, :].to(tl.int64) * c_col_stride
+    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def _interpreter_meta(M: int, N: int, K: int) -> dict:
-    """One config under the interpreter: tiles as large as the problem
-    (capped at 64), because each program costs Python time there."""
+def _set_tma_blocks(nargs: dict) -> None:
+    """Config pre-hook: the descriptors' block shapes follow the tile."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_COL_MAJOR"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_COL_MAJOR"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
 
-    def fit(n: int, cap: int) -> int:
-        return max(16, min(cap, triton.next_power_of_2(max(n, 1))))
 
-    return {"BLOCK_M": fit(M, 64), "BLOCK_N": fit(N, 64), "BLOCK_K": fit(K, 64), "GROUP_M": 8}
+TMA_CONFIGS = [_config(*tile, pre_hook=_set_tma_blocks) for tile in _TILES]
+
+
+@triton.jit
+def _addmm_tma_kernel(
+    a_desc,
+    b_desc,
+    c_desc,
+    bias_ptr,
+    M,
+    N,
+    K,
+    bias_row_stride,
+    bias_col_stride,
+    alpha,
+    beta,
+    HAS_BIAS: tl.constexpr,
+    A_COL_MAJOR: tl.constexpr,
+    B_COL_MAJOR: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    """The same product with TMA tile loads and stores. A column-major
+    operand is described as its (contiguous) transpose and its tiles are
+    transposed in registers; out-of-range tile parts load as zeros and are
+    clipped on store."""
+    pid_m, pid_n = _tile_coords(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        off_k = k * BLOCK_K
+        if A_COL_MAJOR:
+            a = a_desc.load([off_k, off_m]).T
+        else:
+            a = a_desc.load([off_m, off_k])
+        if B_COL_MAJOR:
+            b = b_desc.load([off_n, off_k]).T
+        else:
+            b = b_desc.load([off_k, off_n])
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+    rows = off_m + tl.arange(0, BLOCK_M)
+    cols = off_n + tl.arange(0, BLOCK_N)
+    acc = _epilogue(acc, rows, cols, M, N, bias_ptr, bias_row_stride, bias_col_stride, alpha, beta, HAS_BIAS)
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
 def _even_k(args: dict) -> bool:
@@ -145,10 +224,27 @@ def _even_k(args: dict) -> bool:
 
 
 _kernel = triton.heuristics({"EVEN_K": _even_k})(_addmm_kernel)
-if not interpreted:
-    # The autotuner sits outside the heuristic so EVEN_K sees the tuned BLOCK_K.
-    # DOT_PRECISION is in the key: fp32 ("ieee") and 16-bit inputs tune apart.
-    _kernel = triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "DOT_PRECISION"])(_kernel)
+# The autotuners key on the layout flags and DOT_PRECISION too, so fp32
+# ("ieee") and 16-bit inputs, row- and column-major operands tune apart.
+# (The tuned pointer kernel sits outside the heuristic so EVEN_K sees the
+# tuned BLOCK_K.)
+_kernel_tuned = triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "DOT_PRECISION"])(_kernel)
+_tma_kernel_tuned = triton.autotune(
+    configs=TMA_CONFIGS, key=["M", "N", "K", "DOT_PRECISION", "A_COL_MAJOR", "B_COL_MAJOR"]
+)(_addmm_tma_kernel)
+
+
+def _heuristic_meta(M: int, N: int, K: int) -> dict:
+    """One tile for problems not worth tuning: as large as the problem, capped
+    at 64 (under the interpreter each program costs Python time)."""
+
+    def fit(n: int, cap: int) -> int:
+        return max(16, min(cap, triton.next_power_of_2(max(n, 1))))
+
+    meta = {"BLOCK_M": fit(M, 64), "BLOCK_N": fit(N, 64), "BLOCK_K": fit(K, 32 if not interpreted else 64), "GROUP_M": 8}
+    if not interpreted:
+        meta.update(num_warps=4, num_stages=3)
+    return meta
 
 
 def _check_operands(name: str, mat1: torch.Tensor, mat2: torch.Tensor) -> None:
@@ -167,6 +263,33 @@ def _check_operands(name: str, mat1: torch.Tensor, mat2: torch.Tensor) -> None:
         raise TypeError(f"{name}: dtype {mat1.dtype} is not supported (supported: float32, float16, bfloat16)")
     if mat1.device != mat2.device:
         raise RuntimeError(f"{name}: matrices are on different devices ({mat1.device} and {mat2.device})")
+
+
+def _tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
+    """(contiguous 2-D view, is_column_major) for a TMA descriptor, or None
+    when ``t``'s layout is not 16-byte aligned row- or column-major."""
+    size = t.element_size()
+    if t.data_ptr() % 16:
+        return None
+    if t.stride(1) == 1 and t.stride(0) >= max(t.shape[1], 1) and (t.stride(0) * size) % 16 == 0:
+        return t, False
+    if t.stride(0) == 1 and t.stride(1) >= max(t.shape[0], 1) and (t.stride(1) * size) % 16 == 0:
+        return t.t(), True
+    return None
+
+
+@functools.cache
+def _has_tma(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+def _use_tma(mat1: torch.Tensor, mat2: torch.Tensor, out: torch.Tensor, tuned: bool) -> bool:
+    """TMA for autotuned products on Hopper and newer, when every layout allows
+    it (tests force it under the interpreter, which supports descriptors)."""
+    if not tuned or not mat1.is_cuda or not _has_tma(mat1.device.index or 0) or mat1.shape[1] == 0:
+        return False
+    views = [_tma_view(t) for t in (mat1, mat2, out)]
+    return all(v is not None for v in views) and not views[2][1]
 
 
 def _launch(
@@ -189,35 +312,34 @@ def _launch(
     upcast = interpreted and mat1.dtype == torch.bfloat16
     # fp32 inputs: full-precision products, like torch's default (no TF32).
     precision = "ieee" if mat1.dtype == torch.float32 or upcast else "tf32"
+    common = dict(HAS_BIAS=has_bias, DOT_PRECISION=precision, UPCAST=upcast)
+    tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
 
     def grid(meta: dict) -> tuple[int]:
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    meta = _interpreter_meta(M, N, K) if interpreted else {}
     with torch.cuda.device(mat1.device) if mat1.is_cuda else contextlib.nullcontext():
-        _kernel[grid](
-            mat1,
-            mat2,
-            out,
-            bias_arg,
-            M,
-            N,
-            K,
-            mat1.stride(0),
-            mat1.stride(1),
-            mat2.stride(0),
-            mat2.stride(1),
-            out.stride(0),
-            out.stride(1),
-            bias_arg.stride(0),
-            bias_arg.stride(1),
-            float(alpha),
-            float(beta),
-            HAS_BIAS=has_bias,
-            DOT_PRECISION=precision,
-            UPCAST=upcast,
-            **meta,
-        )
+        if _use_tma(mat1, mat2, out, tuned):
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            (a, a_t), (b, b_t), (c, _) = _tma_view(mat1), _tma_view(mat2), _tma_view(out)
+            descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+            flags = dict(A_COL_MAJOR=a_t, B_COL_MAJOR=b_t, **common)
+            kernel, meta = (_tma_kernel_tuned, {}) if tuned else (_addmm_tma_kernel, _heuristic_meta(M, N, K))
+            if not tuned:  # the tuned configs' pre-hook sets the block shapes
+                _set_tma_blocks({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], **flags, **meta})
+            kernel[grid](
+                *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
+                **flags, **meta,
+            )  # fmt: skip
+            return out
+        kernel, meta = (_kernel_tuned, {}) if tuned else (_kernel, _heuristic_meta(M, N, K))
+        kernel[grid](
+            mat1, mat2, out, bias_arg, M, N, K,
+            mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
+            out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
+            float(alpha), float(beta), **common, **meta,
+        )  # fmt: skip
     return out
 
 

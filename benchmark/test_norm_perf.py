@@ -1,0 +1,49 @@
+"""Benchmarks of the normalization family: rms_norm and layer_norm over the last dim."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gemswatch.testing.benchmark import Benchmark, CasePlan
+
+CASES = {
+    "core": [
+        CasePlan({"x": [1, 5]}),
+        CasePlan({"x": [4, 123]}),
+        CasePlan({"x": [2, 3, 64]}),
+        CasePlan({"x": [4, 123]}, {"weight": False}),
+    ],
+    "comprehensive": [
+        CasePlan({"x": [1024, 1024]}),
+        CasePlan({"x": [4096, 4096]}),
+        CasePlan({"x": [4096, 8192]}),
+        CasePlan({"x": [16384, 4096]}),
+        CasePlan({"x": [65536, 128]}),
+        CasePlan({"x": [8, 2048, 4096]}),
+    ],
+}
+
+
+def _build(case, device, with_bias):
+    x = torch.randn(case.shape["x"], dtype=case.dtype, device=device)
+    n = case.shape["x"][-1]
+    kwargs = {}
+    if case.params.get("weight", True):
+        kwargs["weight"] = torch.randn(n, dtype=case.dtype, device=device)
+        if with_bias:
+            kwargs["bias"] = torch.randn(n, dtype=case.dtype, device=device)
+    kwargs["eps"] = 1e-5
+    return (x, [n]), kwargs
+
+
+RMS_NORM = Benchmark(op="rms_norm", baseline=F.rms_norm, cases=CASES, build=lambda c, d: _build(c, d, False))
+LAYER_NORM = Benchmark(op="layer_norm", baseline=F.layer_norm, cases=CASES, build=lambda c, d: _build(c, d, True))
+
+
+def test_rms_norm(bench):
+    bench.run(RMS_NORM)
+
+
+def test_layer_norm(bench):
+    bench.run(LAYER_NORM)

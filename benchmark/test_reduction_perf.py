@@ -1,0 +1,51 @@
+"""Benchmarks of the reduction family: sum, mean and amax."""
+
+from __future__ import annotations
+
+import torch
+
+from gemswatch.testing.benchmark import Benchmark, CasePlan
+
+CASES = {
+    "core": [
+        CasePlan({"x": [1, 33]}, {"dim": [-1]}),
+        CasePlan({"x": [4, 123]}, {"dim": [-1]}),
+        CasePlan({"x": [4, 123]}, {"dim": [0]}),
+        CasePlan({"x": [3, 5, 17]}, {"dim": [1]}),
+        CasePlan({"x": [3, 5, 17]}, {"dim": None}),
+    ],
+    "comprehensive": [
+        CasePlan({"x": [1024, 1024]}, {"dim": [-1]}),
+        CasePlan({"x": [4096, 4096]}, {"dim": [-1]}),
+        CasePlan({"x": [4096, 4096]}, {"dim": [0]}),
+        CasePlan({"x": [1024, 65536]}, {"dim": [-1]}),
+        CasePlan({"x": [65536, 1024]}, {"dim": [0]}),
+        CasePlan({"x": [64, 512, 512]}, {"dim": [1]}),
+        CasePlan({"x": [4096, 8192]}, {"dim": None}),
+    ],
+}
+
+
+def build(case, device):
+    x = torch.randn(case.shape["x"], dtype=case.dtype, device=device)
+    dim = case.params["dim"]
+    if dim is None:  # every op's default reduces over all dims
+        return (x,), {}
+    return (x,), {"dim": dim}
+
+
+SUM = Benchmark(op="sum", baseline=torch.sum, cases=CASES, build=build)
+MEAN = Benchmark(op="mean", baseline=torch.mean, cases=CASES, build=build)
+AMAX = Benchmark(op="amax", baseline=torch.amax, cases=CASES, build=build)
+
+
+def test_sum(bench):
+    bench.run(SUM)
+
+
+def test_mean(bench):
+    bench.run(MEAN)
+
+
+def test_amax(bench):
+    bench.run(AMAX)

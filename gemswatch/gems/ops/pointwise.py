@@ -1,0 +1,311 @@
+"""Elementwise ops: ``add``, ``mul``, ``gelu`` and ``silu``.
+
+One flat kernel per arity walks the output in the memory order of its first
+dense full-size operand (plain contiguous order otherwise). Operands are read
+through up to four coalesced strided dims, so broadcasts, transposes and
+slices need no copies; a contiguous operand collapses to one dim of stride 1
+and loads vectorise. Half types compute in fp32.
+"""
+
+from __future__ import annotations
+
+from numbers import Number
+
+import torch
+
+from . import _launch
+
+import triton  # noqa: E402  (after _launch, which sets the interpreter flag)
+import triton.language as tl  # noqa: E402
+
+__all__ = ["add", "mul", "gelu", "silu"]
+
+_MAX_RANK = 4
+
+
+@triton.jit
+def _strided_offsets(offs, size1, size2, size3, stride0, stride1, stride2, stride3, RANK: tl.constexpr):
+    """Offsets of a strided operand at flat row-major indices ``offs`` of a
+    (size0, size1, size2, size3) shape whose last RANK dims are in use."""
+    if RANK == 1:
+        result = offs * stride3
+    else:
+        result = (offs % size3) * stride3
+        rest = offs // size3
+        if RANK == 2:
+            result += rest * stride2
+        else:
+            result += (rest % size2) * stride2
+            rest = rest // size2
+            if RANK == 3:
+                result += rest * stride1
+            else:
+                result += (rest % size1) * stride1 + (rest // size1) * stride0
+    return result
+
+
+@triton.jit
+def _binary_kernel(
+    x_ptr, y_ptr, out_ptr, y_value, alpha, n_elements,
+    size1, size2, size3,
+    x_stride0, x_stride1, x_stride2, x_stride3,
+    y_stride0, y_stride1, y_stride2, y_stride3,
+    IS_MUL: tl.constexpr, Y_IS_SCALAR: tl.constexpr, COMPUTE: tl.constexpr,
+    RANK: tl.constexpr, INT64: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+):  # fmt: skip
+    """add: out = x + alpha * y;  mul: out = x * y.
+    x and y are strided (y may be the scalar y_value); out is flat."""
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x_offs = _strided_offsets(offs, size1, size2, size3, x_stride0, x_stride1, x_stride2, x_stride3, RANK)
+    x = tl.load(x_ptr + x_offs, mask=mask).to(COMPUTE)
+    if Y_IS_SCALAR:
+        y = tl.cast(y_value, COMPUTE)
+    else:
+        y_offs = _strided_offsets(offs, size1, size2, size3, y_stride0, y_stride1, y_stride2, y_stride3, RANK)
+        y = tl.load(y_ptr + y_offs, mask=mask).to(COMPUTE)
+    if IS_MUL:
+        out = x * y
+    else:
+        out = x + alpha * y
+    tl.store(out_ptr + offs, out, mask=mask)
+
+
+@triton.jit
+def _unary_kernel(
+    x_ptr, y_ptr, n_elements,
+    size1, size2, size3,
+    x_stride0, x_stride1, x_stride2, x_stride3,
+    OP: tl.constexpr, RANK: tl.constexpr, INT64: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+):  # fmt: skip
+    """gelu: y = x/2 * (1 + erf(x/sqrt(2))), tanh form: y = x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+    silu: y = x * sigmoid(x). Computed in fp32; x strided, y flat."""
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x_offs = _strided_offsets(offs, size1, size2, size3, x_stride0, x_stride1, x_stride2, x_stride3, RANK)
+    x = tl.load(x_ptr + x_offs, mask=mask).to(tl.float32)
+    if OP == "gelu":
+        y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    elif OP == "gelu_tanh":
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        # (1 + tanh(z)) / 2 = sigmoid(2z): no cancellation where tanh(z) ~ -1
+        y = x / (1.0 + tl.exp(-2.0 * inner))
+    else:  # silu
+        y = x / (1.0 + tl.exp(-x))
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def _coalesce(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that every operand walks as one
+    dim; returns (shape, per-operand strides), at least one dim."""
+    dims: list[tuple[int, list[int]]] = []
+    for i, size in enumerate(shape):
+        if size == 1:
+            continue
+        inner = [st[i] for st in strides]
+        if dims:
+            outer_size, outer = dims[-1]
+            if all(o == s * size for o, s in zip(outer, inner)):
+                dims[-1] = (outer_size * size, inner)
+                continue
+        dims.append((size, inner))
+    if not dims:
+        dims = [(1, [0] * len(strides))]
+    return [d[0] for d in dims], [[d[1][k] for d in dims] for k in range(len(strides))]
+
+
+def _iteration_order(out_shape: tuple[int, ...], tensors: list[torch.Tensor]) -> list[int]:
+    """Walk the output in the memory order of the first dense full-size
+    operand, so a transposed input is read and written coalesced."""
+    for t in tensors:
+        if tuple(t.shape) == tuple(out_shape) and not t.is_contiguous():
+            order = _launch.dense_permutation(t)
+            if order is not None:
+                return order
+    return list(range(len(out_shape)))
+
+
+class _Plan:
+    """An output and its operands laid out for a flat strided launch."""
+
+    def __init__(self, out_shape, out_dtype, device, operands: list[torch.Tensor]):
+        if all(t.is_contiguous() and t.shape == out_shape for t in operands):
+            self._flat_launch(out_shape, out_dtype, device, operands)
+            return
+        order = _iteration_order(out_shape, operands)
+        # ``flat`` is contiguous in iteration order; ``out`` is the same
+        # storage in the caller's dim order (a transposed input gives a
+        # transposed output, as torch's empty_like would).
+        self.flat = torch.empty([out_shape[d] for d in order], dtype=out_dtype, device=device)
+        inverse = [0] * len(order)
+        for i, d in enumerate(order):
+            inverse[d] = i
+        self.out = self.flat.permute(inverse)
+        self.n_elements = self.flat.numel()
+        self.operands = [t.expand(out_shape).permute(order) for t in operands]
+        shape, strides = _coalesce(list(self.flat.shape), [list(v.stride()) for v in self.operands])
+        if len(shape) > _MAX_RANK:  # rare: gather the operands into iteration order
+            self.operands = [v.contiguous() for v in self.operands]
+            shape, strides = _coalesce(list(self.flat.shape), [list(v.stride()) for v in self.operands])
+        pad = _MAX_RANK - len(shape)
+        self.sizes = ([1] * pad + shape)[1:]  # size0 is implied by n_elements
+        self.strides = [[0] * pad + st for st in strides]
+        int64 = _launch.needs_int64(self.flat) or any(_launch.needs_int64(v) for v in self.operands)
+        self._set_launch(len(shape), int64)
+
+    def _flat_launch(self, out_shape, out_dtype, device, operands: list[torch.Tensor]) -> None:
+        """Fast path (it matters for host time on small tensors): everything
+        contiguous and of the output's shape is one flat dim of stride 1."""
+        self.flat = self.out = torch.empty(out_shape, dtype=out_dtype, device=device)
+        self.n_elements = self.flat.numel()
+        self.operands = operands
+        self.sizes = [1, 1, 1]
+        self.strides = [[0, 0, 0, 1] for _ in operands]
+        self._set_launch(1, self.n_elements >= 2**31 - 2 * _launch.TILE_SIZE)
+
+    def _set_launch(self, rank: int, int64: bool) -> None:
+        block, num_warps = _launch.pointwise_launch(self.n_elements)
+        self.grid = (_launch.cdiv(self.n_elements, block),)
+        self.meta = {"RANK": rank, "INT64": int64, "BLOCK_SIZE": block, "num_warps": num_warps}
+
+
+def _broadcast_shape(a: torch.Size, b: torch.Size) -> torch.Size:
+    """torch's broadcasting rule (torch.broadcast_shapes is slow on the host)."""
+    ndim = max(len(a), len(b))
+    a, b = (1,) * (ndim - len(a)) + tuple(a), (1,) * (ndim - len(b)) + tuple(b)
+    out = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(
+                f"gems add/mul: the size of dim {i - ndim} differs ({x} vs {y}) and neither is 1; "
+                f"shapes {list(a)} and {list(b)} do not broadcast"
+            )
+        out.append(y if x == 1 else x)
+    return torch.Size(out)
+
+
+def _compute_dtype(dtype: torch.dtype):
+    if dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return tl.float32
+    if dtype == torch.bool:
+        return tl.int32
+    return _launch.tl_dtype(dtype)
+
+
+def _as_scalar(value, device: torch.device):
+    """A 0-dim tensor on another device (e.g. a CPU scalar with a CUDA
+    input) becomes a Python number, as torch allows."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.device != device:
+        return value.item()
+    return value
+
+
+def _binary(input, other, alpha, is_mul: bool) -> torch.Tensor:
+    tensors = [t for t in (input, other) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise TypeError("gems add/mul: at least one operand must be a tensor")
+    result_dtype = torch.result_type(input, other)
+    compute = _compute_dtype(result_dtype)
+    device = tensors[0].device
+    input, other = _as_scalar(input, device), _as_scalar(other, device)
+    if not isinstance(input, torch.Tensor):
+        if is_mul:
+            input, other = other, input
+        else:
+            input = torch.full((), input, dtype=result_dtype, device=device)
+    if not isinstance(other, torch.Tensor):
+        # fold alpha on the host: out = x + (alpha * other)
+        value = other if is_mul else other * alpha
+        plan = _Plan(input.shape, result_dtype, device, [input])
+        if plan.n_elements:
+            _binary_kernel[plan.grid](
+                plan.operands[0], plan.operands[0], plan.flat, value, 1, plan.n_elements,
+                *plan.sizes, *plan.strides[0], 0, 0, 0, 0,
+                IS_MUL=is_mul, Y_IS_SCALAR=True, COMPUTE=compute, **plan.meta,
+            )  # fmt: skip
+        return plan.out
+    if other.device != input.device:
+        raise RuntimeError(f"gems add/mul: operands on {input.device} and {other.device}; move them to one device")
+    out_shape = input.shape if input.shape == other.shape else _broadcast_shape(input.shape, other.shape)
+    plan = _Plan(out_shape, result_dtype, device, [input, other])
+    if plan.n_elements:
+        _binary_kernel[plan.grid](
+            plan.operands[0], plan.operands[1], plan.flat, 0, alpha, plan.n_elements,
+            *plan.sizes, *plan.strides[0], *plan.strides[1],
+            IS_MUL=is_mul, Y_IS_SCALAR=False, COMPUTE=compute, **plan.meta,
+        )  # fmt: skip
+    return plan.out
+
+
+def add(input: torch.Tensor, other: torch.Tensor | Number, *, alpha: Number = 1) -> torch.Tensor:
+    """``input + alpha * other`` with torch broadcasting and type promotion.
+
+    Args:
+        input: a tensor (or a number, if ``other`` is a tensor).
+        other: a tensor broadcastable with ``input``, or a number.
+        alpha: multiplier of ``other``.
+    Returns:
+        A new tensor of the broadcast shape and the promoted dtype.
+    Raises:
+        TypeError: for dtypes the kernels do not support (complex).
+    """
+    return _binary(input, other, alpha, is_mul=False)
+
+
+def mul(input: torch.Tensor, other: torch.Tensor | Number) -> torch.Tensor:
+    """``input * other`` with torch broadcasting and type promotion.
+
+    Args:
+        input: a tensor (or a number, if ``other`` is a tensor).
+        other: a tensor broadcastable with ``input``, or a number.
+    Returns:
+        A new tensor of the broadcast shape and the promoted dtype.
+    Raises:
+        TypeError: for dtypes the kernels do not support (complex).
+    """
+    return _binary(input, other, 1, is_mul=True)
+
+
+def _unary(input: torch.Tensor, op: str, name: str) -> torch.Tensor:
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"gems.{name}: expected a floating point tensor, got {input.dtype}")
+    _launch.tl_dtype(input.dtype)  # rejects dtypes Triton cannot load
+    plan = _Plan(input.shape, input.dtype, input.device, [input])
+    if plan.n_elements:
+        _unary_kernel[plan.grid](
+            plan.operands[0], plan.flat, plan.n_elements, *plan.sizes, *plan.strides[0], OP=op, **plan.meta
+        )
+    return plan.out
+
+
+def gelu(input: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """Gaussian error linear unit, as ``torch.nn.functional.gelu``.
+
+    Args:
+        input: a floating point tensor.
+        approximate: ``"none"`` (erf form) or ``"tanh"``.
+    Returns:
+        A new tensor like ``input``.
+    Raises:
+        ValueError: if ``approximate`` is neither ``"none"`` nor ``"tanh"``.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gems.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary(input, "gelu" if approximate == "none" else "gelu_tanh", "gelu")
+
+
+def silu(input: torch.Tensor) -> torch.Tensor:
+    """``input * sigmoid(input)``, as ``torch.nn.functional.silu``.
+
+    Args:
+        input: a floating point tensor.
+    Returns:
+        A new tensor like ``input``.
+    """
+    return _unary(input, "silu", "silu")

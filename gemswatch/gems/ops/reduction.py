@@ -1,0 +1,329 @@
+"""Reductions: ``sum``, ``mean`` and ``amax`` over any set of dims.
+
+The input is viewed in its memory order (a transpose costs no copy) and each
+run of adjacent reduced dims becomes one (outer, reduce, inner) problem: a
+row kernel when the reduced dims are innermost, a column kernel otherwise.
+Sums accumulate in fp32 (fp64 for float64, int64 for integers). A short grid
+over a long reduced axis is split into partial results and reduced again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from . import _launch
+
+import triton  # noqa: E402  (after _launch, which sets the interpreter flag)
+import triton.language as tl  # noqa: E402
+
+__all__ = ["sum", "mean", "amax"]
+
+
+@triton.jit
+def _max_propagate_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _reduce_rows_kernel(
+    x_ptr, out_ptr, scale, n_rows, n_cols, cols_per_split,
+    IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """out[r, s] = scale * sum(x[r, c] for c in split s), or max(...) for IS_MAX;
+    x is (n_rows, n_cols) row-major, out is (n_rows, n_splits)."""
+    pid_m = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    x_rows = x_ptr + rows.to(tl.int64)[:, None] * n_cols
+    col_start = split * cols_per_split
+    col_end = tl.minimum(col_start + cols_per_split, n_cols)
+    acc = tl.full((BLOCK_M, BLOCK_N), IDENTITY, ACC)
+    for start in range(col_start, col_end, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = row_mask[:, None] & (cols < col_end)[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=IDENTITY).to(ACC)
+        if IS_MAX:
+            acc = tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
+        else:
+            acc += x
+    if IS_MAX:
+        result = tl.reduce(acc, 1, _max_propagate_nan)
+    else:
+        result = tl.sum(acc, 1)
+    if APPLY_SCALE:
+        result = result * scale
+    tl.store(out_ptr + rows * n_splits + split, result, mask=row_mask)
+
+
+@triton.jit
+def _reduce_columns_kernel(
+    x_ptr, out_ptr, scale, n_reduce, n_inner, rows_per_split,
+    IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """out[a, s, k] = scale * sum(x[a, n, k] for n in split s), or max(...) for IS_MAX;
+    x is (n_outer, n_reduce, n_inner) row-major, out is (n_outer, n_splits, n_inner)."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    k_blocks = tl.cdiv(n_inner, BLOCK_K)
+    outer = pid // k_blocks
+    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    inner_mask = inner < n_inner
+    x_slab = x_ptr + outer.to(tl.int64) * n_reduce * n_inner
+    n_start = split * rows_per_split
+    n_end = tl.minimum(n_start + rows_per_split, n_reduce)
+    acc = tl.full((BLOCK_N, BLOCK_K), IDENTITY, ACC)
+    for start in range(n_start, n_end, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        mask = (n < n_end)[:, None] & inner_mask[None, :]
+        x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=IDENTITY).to(ACC)
+        if IS_MAX:
+            acc = tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
+        else:
+            acc += x
+    if IS_MAX:
+        result = tl.reduce(acc, 0, _max_propagate_nan)
+    else:
+        result = tl.sum(acc, 0)
+    if APPLY_SCALE:
+        result = result * scale
+    tl.store(out_ptr + (outer * n_splits + split) * n_inner + inner, result, mask=inner_mask)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulator: fp32 for half and single floats, fp64 for double, int64
+    for integers and bool (max is exact in any of them)."""
+    if dtype == torch.float64:
+        return torch.float64
+    if dtype.is_floating_point:
+        return torch.float32
+    if dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool):
+        return torch.int64
+    raise TypeError(f"gems reductions do not support dtype {dtype}")
+
+
+def _identity(dtype: torch.dtype, is_max: bool):
+    if not is_max:
+        return 0
+    if dtype.is_floating_point:
+        return float("-inf")
+    return 0 if dtype == torch.bool else torch.iinfo(dtype).min
+
+
+def _reduce_3d(
+    x: torch.Tensor, n_outer: int, n_reduce: int, n_inner: int, is_max: bool,
+    out_dtype: torch.dtype, acc_dtype: torch.dtype, scale: float,
+) -> torch.Tensor:  # fmt: skip
+    """Reduce the middle axis of contiguous ``x`` seen as (outer, reduce,
+    inner); returns a contiguous (outer, inner) tensor of ``out_dtype``."""
+    launch = _launch.reduce_launch(n_outer, n_reduce, n_inner)
+    split = launch.n_splits > 1
+    # Partial results stay in the accumulator dtype; the scale waits for the
+    # final pass.
+    dst = torch.empty(
+        (n_outer, launch.n_splits, n_inner), dtype=acc_dtype if split else out_dtype, device=x.device
+    )
+    meta = {
+        "IS_MAX": is_max,
+        "APPLY_SCALE": scale != 1 and not split,
+        "IDENTITY": _identity(x.dtype, is_max),
+        "ACC": _launch.tl_dtype(acc_dtype),
+        "num_warps": launch.num_warps,
+    }
+    if n_inner == 1:
+        grid = (_launch.cdiv(n_outer, launch.block_outer), launch.n_splits)
+        _reduce_rows_kernel[grid](
+            x, dst, scale, n_outer, n_reduce, launch.per_split,
+            BLOCK_M=launch.block_outer, BLOCK_N=launch.block_reduce, **meta,
+        )  # fmt: skip
+    else:
+        grid = (n_outer * _launch.cdiv(n_inner, launch.block_inner), launch.n_splits)
+        _reduce_columns_kernel[grid](
+            x, dst, scale, n_reduce, n_inner, launch.per_split,
+            BLOCK_N=launch.block_reduce, BLOCK_K=launch.block_inner, **meta,
+        )  # fmt: skip
+    if split:
+        return _reduce_3d(dst, n_outer, launch.n_splits, n_inner, is_max, out_dtype, acc_dtype, scale)
+    return dst.view(n_outer, n_inner)
+
+
+def _normalize_dims(dim, ndim: int, name: str) -> list[int]:
+    """Sorted non-negative dims; None or an empty sequence means all dims."""
+    if dim is None:
+        return list(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return list(range(ndim))
+    rank = max(ndim, 1)
+    result = []
+    for d in dims:
+        if not -rank <= d < rank:
+            raise IndexError(f"gems.{name}: dim {d} is out of range for a tensor of {ndim} dims")
+        d %= rank
+        if d in result:
+            raise RuntimeError(f"gems.{name}: dim {d} appears multiple times in the list of dims")
+        result.append(d)
+    return sorted(d for d in result if d < ndim) if ndim else []
+
+
+def _reduce(
+    input: torch.Tensor, dim, keepdim: bool, is_max: bool, out_dtype: torch.dtype, name: str, mean: bool = False
+) -> torch.Tensor:
+    ndim = input.dim()
+    dims = _normalize_dims(dim, ndim, name)
+    out_shape = [1 if d in dims else s for d, s in enumerate(input.shape)]
+    if not keepdim:
+        out_shape = [s for d, s in enumerate(input.shape) if d not in dims]
+    n_reduced = math.prod(input.shape[d] for d in dims)
+    acc_dtype = _acc_dtype(input.dtype if is_max else out_dtype)
+    if math.prod(out_shape) == 0:
+        return torch.empty(out_shape, dtype=out_dtype, device=input.device)
+    if n_reduced == 0:
+        if is_max:
+            raise IndexError(f"gems.{name}: cannot reduce over a dim of size 0 (shape {tuple(input.shape)})")
+        return torch.full(out_shape, math.nan if mean else 0, dtype=out_dtype, device=input.device)
+
+    scale = 1.0 / n_reduced if mean else 1.0
+    if input.is_contiguous() and (not dims or dims[-1] - dims[0] == len(dims) - 1):
+        # Fast path: one run of adjacent reduced dims of a contiguous tensor.
+        start, end = (dims[0], dims[-1] + 1) if dims else (ndim, ndim)
+        shape = input.shape
+        result = _reduce_3d(
+            input, math.prod(shape[:start]), n_reduced, math.prod(shape[end:]), is_max, out_dtype, acc_dtype, scale
+        )
+        return result.view(out_shape)
+
+    # View the input in memory order: a transposed tensor is a permuted
+    # contiguous one. Anything with gaps (slices) is copied once.
+    x = input
+    order = list(range(ndim))
+    if not x.is_contiguous():
+        perm = _launch.dense_permutation(x)
+        if perm is None:
+            x = x.contiguous()
+        else:
+            order = perm
+            x = x.permute(order)
+    # Size-1 dims change nothing: drop them so reduced dims group into runs.
+    kept = [(x.shape[i], order[i]) for i in range(ndim) if order[i] not in dims and x.shape[i] != 1]
+    runs: list[list[int]] = []  # [start, end) positions in the squeezed shape
+    shape: list[int] = []
+    previous_reduced = False
+    for i in range(ndim):
+        if x.shape[i] == 1:
+            continue
+        reduced = order[i] in dims
+        if reduced and previous_reduced:
+            runs[-1][1] += 1
+        elif reduced:
+            runs.append([len(shape), len(shape) + 1])
+        shape.append(x.shape[i])
+        previous_reduced = reduced
+    if not runs:  # only size-1 dims reduced: one pass with a reduce length of 1
+        runs = [[len(shape), len(shape)]]
+
+    result = x
+    for index, (start, end) in enumerate(reversed(runs)):
+        last = index == len(runs) - 1
+        result = _reduce_3d(
+            result,
+            math.prod(shape[:start]),
+            math.prod(shape[start:end]),
+            math.prod(shape[end:]),
+            is_max,
+            out_dtype if last else acc_dtype,
+            acc_dtype,
+            scale if last else 1.0,
+        )
+        shape = shape[:start] + shape[end:]
+
+    # ``result`` holds the kept dims in memory order; put them back in the
+    # caller's order.
+    sizes = [s for s, _ in kept]
+    result = result.view(sizes)
+    back = sorted(range(len(kept)), key=lambda i: kept[i][1])
+    if back != list(range(len(kept))):
+        result = result.permute(back).contiguous()
+    return result.reshape(out_shape)
+
+
+def _check_float(dtype: torch.dtype, name: str) -> None:
+    if not dtype.is_floating_point:
+        raise RuntimeError(
+            f"gems.{name}: could not infer output dtype; input dtype must be floating point, got {dtype}"
+        )
+
+
+def _cast_for(input: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """torch casts the input to ``dtype`` before reducing; a widening cast
+    happens in the kernel's load, a narrowing one (which rounds) up front."""
+    if dtype is None or dtype == input.dtype:
+        return input
+    widening = (input.dtype.is_floating_point <= dtype.is_floating_point) and (
+        input.dtype.itemsize <= dtype.itemsize or not input.dtype.is_floating_point
+    )
+    return input if widening else input.to(dtype)
+
+
+def sum(
+    input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """Sum over ``dim`` (an int, a sequence of ints, or None/() for all).
+
+    Args:
+        input: the tensor to reduce.
+        dim: dims to reduce; negative dims count from the end.
+        keepdim: keep the reduced dims with size 1.
+        dtype: the result dtype (default: the input's, int64 for integers).
+    Returns:
+        The sum, accumulated in fp32 (fp64 for float64, int64 for integers).
+    Raises:
+        IndexError: a dim is out of range. RuntimeError: a dim repeats.
+    """
+    if dtype is None:
+        dtype = input.dtype if input.dtype.is_floating_point else torch.int64
+    return _reduce(_cast_for(input, dtype), dim, keepdim, False, dtype, "sum")
+
+
+def mean(
+    input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """Arithmetic mean over ``dim`` (an int, a sequence of ints, or None/() for all).
+
+    Args:
+        input: a floating point tensor (or any tensor with a float ``dtype``).
+        dim: dims to reduce; negative dims count from the end.
+        keepdim: keep the reduced dims with size 1.
+        dtype: the result dtype (default: the input's).
+    Returns:
+        The mean, accumulated in fp32 (fp64 for float64).
+    Raises:
+        RuntimeError: the result dtype is not floating point, or a dim repeats.
+        IndexError: a dim is out of range.
+    """
+    dtype = dtype or input.dtype
+    _check_float(dtype, "mean")
+    return _reduce(_cast_for(input, dtype), dim, keepdim, False, dtype, "mean", mean=True)
+
+
+def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
+    """Maximum over ``dim`` (an int, a sequence of ints, or ()/None for all);
+    NaN propagates as in torch.
+
+    Args:
+        input: the tensor to reduce.
+        dim: dims to reduce; negative dims count from the end.
+        keepdim: keep the reduced dims with size 1.
+    Returns:
+        The maxima, in the input dtype.
+    Raises:
+        IndexError: a dim is out of range or a reduced dim has size 0.
+    """
+    return _reduce(input, dim, keepdim, True, input.dtype, "amax")

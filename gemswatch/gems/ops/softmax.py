@@ -1,0 +1,218 @@
+"""``softmax`` and ``log_softmax`` along any dim.
+
+The input is viewed in memory order as (outer, n, inner) with the softmax dim
+in the middle. With inner == 1 the rows are contiguous: short rows are packed
+several per program, rows up to ``_launch.MAX_FUSED_SIZE`` take one pass in
+registers, wider rows an online pass (running max and rescaled sum) followed
+by a write pass. With inner > 1 a program owns a block of contiguous columns
+of one slab and does the same down the columns. Math in fp32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _launch
+
+import triton  # noqa: E402  (after _launch, which sets the interpreter flag)
+import triton.language as tl  # noqa: E402
+
+__all__ = ["softmax", "log_softmax"]
+
+
+@triton.jit
+def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, LOG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y = exp(x - max(x)) / sum(exp(x - max(x))) per row (LOG: y = x - max - log(sum));
+    BLOCK_M whole rows of a contiguous (n_rows, n_cols) x per program."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    # Padding rows re-read the last row, so no lane computes -inf - -inf.
+    load_rows = tl.minimum(rows, n_rows - 1)
+    x = tl.load(
+        x_ptr + load_rows.to(tl.int64)[:, None] * n_cols + cols[None, :],
+        mask=(cols < n_cols)[None, :],
+        other=float("-inf"),
+    ).to(tl.float32)
+    shifted = x - tl.max(x, 1)[:, None]
+    numerator = tl.exp(shifted)
+    denominator = tl.sum(numerator, 1)[:, None]
+    if LOG:
+        y = shifted - tl.log(denominator)
+    else:
+        y = numerator / denominator
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    tl.store(y_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], y, mask=mask)
+
+
+@triton.jit
+def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The same per row for rows wider than one block: a pass keeps a running
+    max m and sum d = sum(exp(x - m)) per lane, rescaling d when m grows; a second pass writes y."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * n_cols
+    y_row = y_ptr + row * n_cols
+    m = tl.full((BLOCK_N,), float("-inf"), tl.float32)
+    d = tl.zeros((BLOCK_N,), tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        # A lane that has seen only -inf keeps d = 0 (avoids -inf - -inf).
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+        m = m_new
+    row_max = tl.max(m, 0)
+    row_sum = tl.sum(d * tl.exp(m - row_max), 0)
+    log_sum = tl.log(row_sum)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        if LOG:
+            y = x - row_max - log_sum
+        else:
+            y = tl.exp(x - row_max) / row_sum
+        tl.store(y_row + cols, y, mask=mask)
+
+
+@triton.jit
+def _softmax_columns_kernel(
+    x_ptr, y_ptr, n_reduce, n_inner,
+    LOG: tl.constexpr, FUSED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """y[a, :, k] = softmax(x[a, :, k]) (LOG: log_softmax) for contiguous (n_outer, n_reduce, n_inner) x;
+    one program per (a, block of BLOCK_K columns); FUSED holds the whole column, else online + write pass."""
+    pid = tl.program_id(0)
+    k_blocks = tl.cdiv(n_inner, BLOCK_K)
+    outer = pid // k_blocks
+    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    inner_mask = inner < n_inner
+    # Past the end of a column load -inf (weight 0); padding columns load 0s
+    # instead, so no lane computes -inf - -inf.
+    other = tl.where(inner_mask, float("-inf"), 0.0)[None, :]
+    slab = outer.to(tl.int64) * n_reduce * n_inner
+    x_slab = x_ptr + slab
+    y_slab = y_ptr + slab
+    if FUSED:
+        n = tl.arange(0, BLOCK_N)
+        mask = (n < n_reduce)[:, None] & inner_mask[None, :]
+        offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
+        x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
+        shifted = x - tl.max(x, 0)[None, :]
+        numerator = tl.exp(shifted)
+        denominator = tl.sum(numerator, 0)[None, :]
+        if LOG:
+            y = shifted - tl.log(denominator)
+        else:
+            y = numerator / denominator
+        tl.store(y_slab + offs, y, mask=mask)
+    else:
+        m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), tl.float32)
+        d = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+        for start in range(0, n_reduce, BLOCK_N):
+            n = start + tl.arange(0, BLOCK_N)
+            mask = (n < n_reduce)[:, None] & inner_mask[None, :]
+            offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
+            x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+            m = m_new
+        col_max = tl.max(m, 0)
+        col_sum = tl.sum(d * tl.exp(m - col_max[None, :]), 0)
+        log_sum = tl.log(col_sum)
+        for start in range(0, n_reduce, BLOCK_N):
+            n = start + tl.arange(0, BLOCK_N)
+            mask = (n < n_reduce)[:, None] & inner_mask[None, :]
+            offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
+            x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
+            if LOG:
+                y = x - col_max[None, :] - log_sum[None, :]
+            else:
+                y = tl.exp(x - col_max[None, :]) / col_sum[None, :]
+            tl.store(y_slab + offs, y, mask=mask)
+
+
+def _softmax(input: torch.Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -> torch.Tensor:
+    out_dtype = dtype or input.dtype
+    if not out_dtype.is_floating_point:
+        raise TypeError(f"gems.{name}: expected a floating point result dtype, got {out_dtype}")
+    if out_dtype != input.dtype and (input.dtype.itemsize > out_dtype.itemsize or not input.dtype.is_floating_point):
+        input = input.to(out_dtype)  # torch casts first; a narrowing cast rounds the input
+    _launch.tl_dtype(input.dtype)
+    ndim = input.dim()
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise IndexError(f"gems.{name}: dim {dim} is out of range for a tensor of {ndim} dims")
+    if input.numel() == 0:
+        return torch.empty_like(input, dtype=out_dtype)
+    if ndim == 0:
+        x, order, dim = input.reshape(1), None, 0
+    else:
+        dim %= ndim
+        x = input
+        order = _launch.dense_permutation(x) if not x.is_contiguous() else None
+        if order is not None:  # transposed: work in memory order, return the same layout
+            x = x.permute(order)
+            dim = order.index(dim)
+        else:
+            x = x.contiguous()
+    y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    n_outer = x.shape[:dim].numel()
+    n = x.shape[dim]
+    n_inner = x.shape[dim + 1 :].numel()
+    if n_inner == 1:
+        launch = _launch.row_launch(n_outer, n)
+        if launch.fused:
+            _softmax_rows_kernel[launch.grid(n_outer)](
+                x, y, n_outer, n, LOG=log, BLOCK_M=launch.block_rows, BLOCK_N=launch.block_cols,
+                num_warps=launch.num_warps,
+            )  # fmt: skip
+        else:
+            _softmax_rows_online_kernel[(n_outer,)](
+                x, y, n, LOG=log, BLOCK_N=launch.block_cols, num_warps=launch.num_warps
+            )
+    else:
+        block_n, block_k, fused, num_warps = _launch.column_launch(n, n_inner)
+        grid = (n_outer * _launch.cdiv(n_inner, block_k),)
+        _softmax_columns_kernel[grid](
+            x, y, n, n_inner, LOG=log, FUSED=fused, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps
+        )
+    if ndim == 0:
+        return y.reshape(())
+    if order is not None:
+        inverse = [0] * ndim
+        for i, d in enumerate(order):
+            inverse[d] = i
+        return y.permute(inverse)
+    return y
+
+
+def softmax(input: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Softmax along ``dim``: ``exp(x - max) / sum(exp(x - max))``.
+
+    Args:
+        input: a tensor of any rank.
+        dim: the dim to normalise; negative counts from the end.
+        dtype: the result dtype; the input is cast to it first (as torch).
+    Returns:
+        A tensor of ``input``'s shape (and layout, for a transposed input).
+    Raises:
+        IndexError: ``dim`` is out of range. TypeError: unsupported dtype.
+    """
+    return _softmax(input, dim, dtype, log=False, name="softmax")
+
+
+def log_softmax(input: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Log-softmax along ``dim``: ``x - max - log(sum(exp(x - max)))``.
+
+    Args:
+        input: a tensor of any rank.
+        dim: the dim to normalise; negative counts from the end.
+        dtype: the result dtype; the input is cast to it first (as torch).
+    Returns:
+        A tensor of ``input``'s shape (and layout, for a transposed input).
+    Raises:
+        IndexError: ``dim`` is out of range. TypeError: unsupported dtype.
+    """
+    return _softmax(input, dim, dtype, log=True, name="log_softmax")

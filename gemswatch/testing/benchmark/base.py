@@ -1,0 +1,81 @@
+"""How a benchmark is declared.
+
+A :class:`Benchmark` names the gems operator, the torch baseline with the
+same signature, the cases it plans per level (shapes x dtypes x params) and
+how to build the inputs of one case. It holds no session state; the plugin's
+runner (the ``bench`` fixture) executes it in whichever mode the session
+asked for. The candidate is never stored here: it is resolved from the live
+module at call time, so ``--override`` applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import torch
+
+from .cases import LEVELS, CasePlan, CaseSpec, dtype_name, plan_cases
+
+__all__ = ["Benchmark", "FLOAT_DTYPES", "Inputs"]
+
+FLOAT_DTYPES = (torch.float16, torch.float32, torch.bfloat16)
+
+Inputs = tuple[tuple, dict]
+Planner = Callable[[str, torch.dtype], Iterable[CasePlan]]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One operator's benchmark.
+
+    Args:
+        op: the operator's attribute name in the gems module (``"softmax"``).
+        baseline: the torch implementation, called with the same arguments.
+        cases: ``{"core": [CasePlan...], "comprehensive": [...]}``, or a
+            function ``(level, dtype) -> CasePlans`` when the plan depends on
+            the dtype.
+        build: ``(case, device) -> (args, kwargs)``, the inputs of one case.
+        dtypes: the dtypes benchmarked, in order.
+        flops: ``case -> FLOP count``; when given the report shows TFLOP/s
+            instead of GB/s.
+    """
+
+    op: str
+    baseline: Callable[..., Any]
+    cases: Mapping[str, Sequence[CasePlan]] | Planner
+    build: Callable[[CaseSpec, str], Inputs]
+    dtypes: Sequence[torch.dtype] = FLOAT_DTYPES
+    flops: Callable[[CaseSpec], float] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.op.isidentifier():
+            raise ValueError(f"benchmark op {self.op!r} is not an operator name")
+        if isinstance(self.cases, Mapping):
+            unknown = set(self.cases) - set(LEVELS)
+            if unknown:
+                raise ValueError(f"{self.op}: unknown levels {sorted(unknown)} in cases; use {', '.join(LEVELS)}")
+
+    def planner(self, level: str, dtype: torch.dtype) -> Iterable[CasePlan]:
+        if isinstance(self.cases, Mapping):
+            return self.cases.get(level, ())
+        return self.cases(level, dtype)
+
+    def dtypes_for(self, wanted: Sequence[torch.dtype] | None) -> list[torch.dtype]:
+        """The benchmark's dtypes, filtered by ``--dtypes`` (in the benchmark's order)."""
+        return [d for d in self.dtypes if wanted is None or d in wanted]
+
+    def plan(self, nodeid: str, level: str, wanted: Sequence[torch.dtype] | None) -> list[CaseSpec]:
+        """The cases of this benchmark at ``level`` for the wanted dtypes; tensor-free."""
+        return plan_cases(self.op, nodeid, level, self.dtypes_for(wanted), self.planner)
+
+    def inputs(self, case: CaseSpec, device: str) -> Inputs:
+        """Build the inputs of ``case`` on ``device``, seeded by its id."""
+        torch.manual_seed(int(case.case_id.rsplit("-", 1)[-1][:8], 16))
+        built = self.build(case, device)
+        if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], tuple) and isinstance(built[1], dict)):
+            raise TypeError(
+                f"{self.op}: build() must return (args_tuple, kwargs_dict) for case {case.case_id} "
+                f"({dtype_name(case.dtype)}, {case.shape}), got {type(built).__name__}"
+            )
+        return built

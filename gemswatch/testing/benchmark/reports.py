@@ -1,0 +1,128 @@
+"""The benchmark session's reports, built in memory and written once.
+
+Every JSON report starts with ``schema_version`` and replaces the previous
+file atomically (temp file in the same folder, then ``os.replace``): a reader
+sees the old report or the new one, never a mix or a merge.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..overrides import write_json_atomic
+from .cases import CASE_LIST_SCHEMA, CaseList
+from .reference import REFERENCE_SCHEMA
+from .runner import geomean
+
+__all__ = [
+    "BENCHMARK_SCHEMA",
+    "PREFLIGHT_SCHEMA",
+    "case_list_report",
+    "preflight_report",
+    "reference_report",
+    "benchmark_report",
+    "benchmark_log",
+    "write_json_atomic",
+    "write_text_atomic",
+]
+
+BENCHMARK_SCHEMA = "gemswatch.benchmark/v1"
+PREFLIGHT_SCHEMA = "flaggems.preflight/v1"
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def case_list_report(case_lists: Iterable[CaseList]) -> dict[str, Any]:
+    return {"schema_version": CASE_LIST_SCHEMA, "benchmarks": [c.to_dict() for c in case_lists]}
+
+
+def preflight_report(records: list[dict[str, Any]], status: str, exit_status: int,
+                     problems: list[str]) -> dict[str, Any]:
+    """``flaggems.preflight/v1``; ``status``, ``exit_status`` and ``problems``
+    are gemswatch additions giving the session's verdict."""
+    return {"schema_version": PREFLIGHT_SCHEMA, "status": status, "exit_status": exit_status,
+            "problems": problems, "records": records}
+
+
+def reference_report(records: list[dict[str, Any]], status: str) -> dict[str, Any]:
+    return {"schema_version": REFERENCE_SCHEMA, "phase": "timing", "status": status, "records": records}
+
+
+def _operators(benchmarks: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    by_op: dict[str, list[Mapping[str, Any]]] = {}
+    for b in benchmarks:
+        by_op.setdefault(b["operator"], []).append(b)
+    summary = {}
+    for op, entries in by_op.items():
+        cases = [c for b in entries for c in b["cases"]]
+        good = [c for c in cases if c["error"] is None]
+        sources = {c["candidate_source"] for c in good}
+        summary[op] = {
+            "geomean_speedup": geomean([c["speedup"] for c in good]),
+            "cases": len(cases),
+            "failed": len(cases) - len(good),
+            "candidate_source": "override" if good and sources == {"override"} else None,
+        }
+    return summary
+
+
+def benchmark_report(benchmarks: list[Mapping[str, Any]], *, device: str, interpreted: bool, level: str,
+                     timer: str, warmup_ms: float, iter_ms: float, status: str, exit_status: int,
+                     problems: list[str]) -> dict[str, Any]:
+    """The ``gemswatch.benchmark/v1`` report of a timing run (latencies in ms)."""
+    return {
+        "schema_version": BENCHMARK_SCHEMA,
+        "device": device,
+        "interpreted": interpreted,
+        "level": level,
+        "timer": timer,
+        "warmup_ms": warmup_ms,
+        "iter_ms": iter_ms,
+        "status": status,
+        "exit_status": exit_status,
+        "problems": problems,
+        "benchmarks": list(benchmarks),
+        "operators": _operators(list(benchmarks)),
+    }
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def benchmark_log(report: Mapping[str, Any]) -> str:
+    """A plain-text table of a benchmark report, one line per case."""
+    lines = [
+        f"# {report['schema_version']} device={report['device']} interpreted={report['interpreted']} "
+        f"level={report['level']} timer={report['timer']}",
+        f"{'operator':<12} {'dtype':<9} {'base ms':>10} {'gems ms':>10} {'speedup':>8} {'GB/s':>8} {'TFLOP/s':>8}  "
+        "shape params [case_id]",
+    ]
+    for b in report["benchmarks"]:
+        for c in b["cases"]:
+            lines.append(
+                f"{b['operator']:<12} {c['dtype']:<9} {_fmt(c['latency_base'], '10.4f')} {_fmt(c['latency'], '10.4f')} "
+                f"{_fmt(c['speedup'], '8.3f')} {_fmt(c['gbps'], '8.2f')} {_fmt(c['tflops'], '8.3f')}  "
+                f"{c['shape']} {c['params']} [{c['case_id']}]" + (f" ERROR {c['error']}" if c["error"] else "")
+            )
+    for op, s in report["operators"].items():
+        lines.append(f"# {op}: geomean speedup {_fmt(s['geomean_speedup'], '.3f')} over {s['cases']} cases"
+                     f" (candidate_source={s['candidate_source']})")
+    return "\n".join(lines) + "\n"

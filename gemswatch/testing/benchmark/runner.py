@@ -1,0 +1,344 @@
+"""Run one benchmark in the session's mode: the ``bench`` fixture's object.
+
+One test may run several benchmarks (``bench.run(a); bench.run(b)``). Each
+run plans its cases (tensor-free), registers their ids with the session, then
+lists, queries, preflights, profiles, times or runs the reference, as the
+options say. A failing case never hides the others: every selected case gets
+its record, and the test fails at the end naming how many failed, chained to
+the first failure so its traceback is shown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, Callable
+
+import pytest
+import torch
+
+from .base import Benchmark
+from .cases import CaseList, CaseSpec, dtype_name
+from .reference import reference_failure
+from .timing import clone_inputs, single_call_ms, synchronize, tensor_bytes
+
+if TYPE_CHECKING:
+    from .plugin import BenchmarkPlugin
+
+__all__ = ["BenchmarkRunner", "CaseFailures", "geomean"]
+
+
+class CaseFailures(Exception):
+    """Some cases of a benchmark failed; raised after all of them ran."""
+
+
+def geomean(values: list[float]) -> float | None:
+    """Geometric mean of the positive finite values, None when there are none."""
+    good = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not good:
+        return None
+    return math.exp(sum(math.log(v) for v in good) / len(good))
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class _LocalCounter:
+    """Counts calls of a candidate that no override registry tracks."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+class BenchmarkRunner:
+    """Runs benchmarks for one test item (what the ``bench`` fixture returns)."""
+
+    def __init__(self, plugin: "BenchmarkPlugin", nodeid: str) -> None:
+        self.plugin = plugin
+        self.nodeid = nodeid
+        self._ids: set[str] = set()
+
+    # -- candidate ------------------------------------------------------------
+
+    def resolve(self, op: str) -> tuple[Callable, bool]:
+        """The callable to run for ``op`` now: the session's injected
+        candidate (True) or the live module attribute (False)."""
+        overrides = self.plugin.overrides
+        candidate = overrides.candidate(op) if overrides is not None else None
+        if candidate is not None:
+            return candidate, True
+        module_name = overrides.module_name if overrides is not None else "gemswatch.gems"
+        module = importlib.import_module(module_name)
+        fn = getattr(module, op, None)
+        if not callable(fn):
+            raise AttributeError(f"{module_name} has no operator {op!r}")
+        return fn, False
+
+    def _counted(self, op: str) -> tuple[Callable, Callable[[], int], bool]:
+        """(callable, calls-so-far, is_override): calls are measured by the
+        override registry for an injected candidate, else by a local counter."""
+        fn, is_override = self.resolve(op)
+        if is_override:
+            overrides = self.plugin.overrides
+            return fn, (lambda: overrides.calls(op)), True
+        counted = _LocalCounter(fn)
+        return counted, (lambda: counted.calls), False
+
+    # -- entry point ------------------------------------------------------------
+
+    def run(self, benchmark: Benchmark) -> None:
+        """Run ``benchmark`` in the session's mode."""
+        p, o = self.plugin, self.plugin.options
+        p.node_ops.setdefault(self.nodeid, []).append(benchmark.op)
+        wanted = tuple(getattr(torch, n) for n in o.dtypes) if o.dtypes else None
+        if not benchmark.dtypes_for(wanted):
+            pytest.skip(
+                f"{benchmark.op}: benchmarks {', '.join(dtype_name(d) for d in benchmark.dtypes)}; "
+                f"--dtypes selects none of them"
+            )
+        specs = benchmark.plan(self.nodeid, o.level, wanted)
+        if not specs:
+            raise ValueError(f"{benchmark.op}: the benchmark plans no case at level {o.level}; add cases for it")
+        for spec in specs:
+            if spec.case_id in self._ids:
+                raise ValueError(
+                    f"{benchmark.op}: case id {spec.case_id} is planned twice in {self.nodeid}; "
+                    "two benchmarks of one test must differ in operator, shape or params"
+                )
+            self._ids.add(spec.case_id)
+            p.available[spec.case_id] = spec
+
+        if o.mode == "query":
+            for s in specs:
+                p.query_lines.append(
+                    f"{benchmark.op} [{o.level}] {dtype_name(s.dtype)} shape={s.shape} params={s.params}"
+                )
+            return
+        if o.mode == "list":
+            p.case_lists.append(CaseList(benchmark.op, self.nodeid, o.level, specs))
+            p.notes.append(f"Listed {len(specs)} benchmark cases for {benchmark.op}.")
+            return
+
+        selected = [s for s in specs if o.case_ids is None or s.case_id in o.case_ids]
+        if not selected:
+            pytest.skip(f"{benchmark.op}: no --case-id selects a case of this benchmark")
+        if o.calls_candidate:
+            # From here on the session meant to run a candidate, so an override
+            # that is never called is an error (a misspelled operator name
+            # included, which makes the check below skip every benchmark).
+            p.reached_candidate = True
+            overrides = p.overrides
+            if overrides is not None and overrides.active and overrides.candidate(benchmark.op) is None:
+                names = sorted({row["operator"] for row in overrides.rows() if row["file"]})
+                pytest.skip(
+                    f"{benchmark.op}: no candidate for it in this session (candidates given for: {', '.join(names)})"
+                )
+        if o.mode == "reference":
+            self._reference(benchmark, selected)
+        elif o.mode == "preflight":
+            self._preflight(benchmark, selected)
+        elif o.mode == "profile":
+            self._profile(benchmark, selected[0])
+        else:
+            self._timing(benchmark, selected)
+
+    # -- preflight ----------------------------------------------------------
+
+    def _preflight(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
+        p = self.plugin
+        failures: list[tuple[CaseSpec, BaseException]] = []
+        for spec in selected:
+            record: dict[str, Any] = {"operator": bm.op, "nodeid": self.nodeid, "case_id": spec.case_id,
+                                      "override": False, "count": 0, "status": "failed"}
+            p.preflight_records.append(record)
+            count = None
+            try:
+                args, kwargs = bm.inputs(spec, p.device)
+                call, count, record["override"] = self._counted(bm.op)
+                start = count()
+                call(*args, **kwargs)
+                synchronize(p.device)
+                record["count"] = count() - start
+                if record["count"] != 1:
+                    raise RuntimeError(
+                        f"one invocation of {bm.op} ran the candidate {record['count']} times; "
+                        "expected exactly 1 (is the candidate calling the operator it replaces?)"
+                    )
+            except Exception as e:
+                if count is not None:
+                    record["count"] = count() - start
+                record["error"] = _describe(e)
+                failures.append((spec, e))
+                continue
+            record["status"] = "passed"
+            p.executed.add(spec.case_id)
+        self._raise_failures(bm, "preflight", selected, failures)
+
+    # -- profile ------------------------------------------------------------
+
+    def _profile(self, bm: Benchmark, spec: CaseSpec) -> None:
+        p, o = self.plugin, self.plugin.options
+        warm_args, warm_kwargs = bm.inputs(spec, p.device)
+        cap_args, cap_kwargs = clone_inputs(warm_args, warm_kwargs)
+        call, count, _ = self._counted(bm.op)
+        for _ in range(o.profile_warmup):
+            call(*warm_args, **warm_kwargs)
+        synchronize(p.device)
+        scope = p.config.hook.pytest_flaggems_profile_scope(backend=p.backend, case_id=spec.case_id)
+        if scope is None:
+            scope = nullcontext()
+        elif not (hasattr(scope, "__enter__") and hasattr(scope, "__exit__")):
+            raise TypeError(
+                f"pytest_flaggems_profile_scope returned {type(scope).__name__}, not a context manager; "
+                "return a context manager (e.g. from @contextlib.contextmanager) or None"
+            )
+        start = count()
+        with scope:
+            for _ in range(o.profile_iterations):
+                call(*cap_args, **cap_kwargs)
+            synchronize(p.device)
+        calls = count() - start
+        if calls != o.profile_iterations:
+            raise RuntimeError(
+                f"{bm.op}: the profile window ran the candidate {calls} times for {o.profile_iterations} iterations"
+            )
+        p.executed.add(spec.case_id)
+        p.notes.append(
+            f"Profiled {spec.case_id} ({bm.op}): {o.profile_warmup} warmup and {o.profile_iterations} captured calls"
+            f"{'' if isinstance(scope, nullcontext) else ' inside the provider scope'}."
+        )
+
+    # -- timing ----------------------------------------------------------------
+
+    def _timing(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
+        p = self.plugin
+        timer = p.timer
+        cases: list[dict[str, Any]] = []
+        failures: list[tuple[CaseSpec, BaseException]] = []
+        for spec in selected:
+            entry: dict[str, Any] = {
+                "case_id": spec.case_id, "dtype": dtype_name(spec.dtype), "shape": spec.shape, "params": spec.params,
+                "latency_base": None, "latency": None, "speedup": None, "gbps": None, "tflops": None,
+                "candidate_source": None, "error": None,
+            }
+            cases.append(entry)
+            try:
+                self._time_case(bm, spec, entry, timer)
+            except Exception as e:
+                entry["error"] = _describe(e)
+                failures.append((spec, e))
+                continue
+            p.executed.add(spec.case_id)
+        good = [c for c in cases if c["error"] is None]
+        sources = {c["candidate_source"] for c in good}
+        p.results.append({
+            "operator": bm.op,
+            "nodeid": self.nodeid,
+            "candidate_source": "override" if good and sources == {"override"} else None,
+            "geomean_speedup": geomean([c["speedup"] for c in good]),
+            "cases": cases,
+        })
+        self._raise_failures(bm, "timing", selected, failures)
+
+    def _time_case(self, bm: Benchmark, spec: CaseSpec, entry: dict[str, Any], timer) -> None:
+        p = self.plugin
+        args, kwargs = bm.inputs(spec, p.device)
+        # Baseline and candidate each get their own copy, made outside the timed
+        # window: an in-place op never sees the other's writes.
+        base_args, base_kwargs = clone_inputs(args, kwargs)
+        out = bm.baseline(*base_args, **base_kwargs)
+        synchronize(p.device)
+        entry["latency_base"] = timer(lambda: bm.baseline(*base_args, **base_kwargs))
+        del base_args, base_kwargs
+
+        cand_args, cand_kwargs = clone_inputs(args, kwargs)
+        fn, is_override = self.resolve(bm.op)
+        if is_override:
+            # One call through the counting wrapper proves the injected candidate
+            # runs; the timed calls then go to the function it wraps, so the
+            # wrapper's Python overhead is not charged to the candidate.
+            before = p.overrides.calls(bm.op)
+            fn(*cand_args, **cand_kwargs)
+            synchronize(p.device)
+            if p.overrides.calls(bm.op) <= before:
+                raise RuntimeError(f"benchmark did not invoke the injected candidate for {bm.op}")
+            timed = getattr(fn, "__wrapped__", fn)
+        else:
+            fn(*cand_args, **cand_kwargs)
+            synchronize(p.device)
+            timed = fn
+        latency = timer(lambda: timed(*cand_args, **cand_kwargs))
+        entry["latency"] = latency
+        entry["speedup"] = entry["latency_base"] / latency if latency > 0 else None
+        if bm.flops is not None:
+            entry["tflops"] = bm.flops(spec) / (latency * 1e-3) / 1e12 if latency > 0 else None
+        else:
+            moved = tensor_bytes(args, kwargs) + tensor_bytes(out)
+            entry["gbps"] = moved / (latency * 1e-3) / 1e9 if latency > 0 else None
+        if is_override:
+            entry["candidate_source"] = "override"
+
+    # -- reference-only ----------------------------------------------------------
+
+    def _reference(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
+        p = self.plugin
+        records = []
+        for spec in selected:
+            record = spec.to_dict() | {
+                "nodeid": self.nodeid, "operator": bm.op, "status": "NOT_RUN",
+                "reason": "not reached: an earlier case of this benchmark stopped the traversal",
+            }
+            records.append(record)
+            p.reference_records.append(record)
+        for spec, record in zip(selected, records):
+            stage = "build_inputs"
+            try:
+                args, kwargs = bm.inputs(spec, p.device)
+                stage = "benchmark_reference"
+                latency = single_call_ms(lambda: bm.baseline(*args, **kwargs), p.device)
+                if not math.isfinite(latency) or latency < 0:
+                    raise ValueError(f"invalid reference latency {latency!r} ms")
+                stage = "synchronize"
+                synchronize(p.device)
+            except pytest.skip.Exception as e:
+                record.update(status="SKIP", reason=str(e.msg))
+                p.reference_skipped.add(spec.case_id)
+                raise
+            except BaseException as e:
+                failure = reference_failure(e, stage)
+                record.update(status="FAILED", reason=_describe(e), failure=failure)
+                fatal = not isinstance(e, Exception) or stage == "synchronize" or failure["category"] == "UNKNOWN"
+                if fatal:
+                    raise
+                try:
+                    synchronize(p.device)
+                except Exception as again:
+                    record["recovery_failure"] = reference_failure(again, "synchronize")
+                    raise
+                continue
+            record.update(status="PASSED", reason=None, latency_ms=latency)
+            p.executed.add(spec.case_id)
+        failed = sum(r["status"] == "FAILED" for r in records)
+        if failed:
+            pytest.fail(f"{failed} reference cases failed", pytrace=False)
+
+    # -- shared -------------------------------------------------------------------
+
+    def _raise_failures(self, bm: Benchmark, what: str, selected: list[CaseSpec],
+                        failures: list[tuple[CaseSpec, BaseException]]) -> None:
+        __tracebackhide__ = True  # the chained candidate traceback is what matters
+        if not failures:
+            return
+        spec, first = failures[0]
+        raise CaseFailures(
+            f"{bm.op}: {len(failures)} of {len(selected)} {what} cases failed; first: {spec.case_id} "
+            f"({dtype_name(spec.dtype)}, shape {spec.shape}, params {spec.params}): {_describe(first)}"
+        ) from first

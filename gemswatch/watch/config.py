@@ -1,0 +1,563 @@
+"""config.yaml: the model and its validation.
+
+Every problem is one line that names the file, the line, the key, what is
+wrong and how to fix it. Validation never imports a candidate or the
+operator library: it reads YAML and looks at the file system.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import hashlib
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .status import STAGES
+
+__all__ = [
+    "DEFAULT_TIMEOUTS",
+    "POLICIES",
+    "LEVELS",
+    "CandidateRule",
+    "Config",
+    "ConfigError",
+    "ConfigIssue",
+    "OperatorSpec",
+    "load_config",
+    "split_selection",
+]
+
+POLICIES = ("never", "manual", "auto")
+LEVELS = ("core", "comprehensive")
+DEFAULT_TIMEOUTS = {"preflight": 300.0, "correctness": 900.0, "benchmark": 1800.0}
+
+_TOP_KEYS = {
+    "watch": "folder `gemswatch` watches when no DIR is given (relative to config.yaml)",
+    "project": "the checkout whose tests/ and benchmark/ run the stages",
+    "python": "interpreter for the stages",
+    "module": "module whose attributes --override replaces",
+    "benchmark": "benchmark policy: never, manual or auto",
+    "level": "benchmark level: core or comprehensive",
+    "jobs": "stages run at once: auto or a positive integer",
+    "timeouts": "seconds per stage",
+    "grace": "seconds between SIGINT and SIGKILL when stopping a stage",
+    "env": "extra environment variables for the stages",
+    "candidates": "glob -> {operator: function}",
+    "operators": "operator -> {tests, benchmark, marker}",
+    "preload": "modules a warm stage process imports in advance",
+}
+_OP_KEYS = ("tests", "benchmark", "marker")
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in config.yaml."""
+
+    key: str
+    line: int | None
+    problem: str
+    fix: str
+    path: str = "config.yaml"
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.key}: {self.problem}; {self.fix}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "line": self.line, "problem": self.problem, "fix": self.fix}
+
+
+class ConfigError(Exception):
+    """config.yaml could not be used. ``issues`` holds one ConfigIssue per problem."""
+
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = list(issues)
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """How to test and benchmark one operator."""
+
+    name: str
+    tests: tuple[str, ...]
+    benchmark: tuple[str, ...]
+    marker: str | None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class CandidateRule:
+    """A glob (relative to the watched folder) and the operators its files implement."""
+
+    pattern: str
+    operators: tuple[tuple[str, str], ...]  # (operator, function)
+    line: int | None = None
+
+
+@dataclass
+class Config:
+    """A validated config.yaml."""
+
+    path: Path
+    root: Path
+    project: Path
+    watch: Path
+    python: str
+    module: str
+    benchmark: str
+    level: str
+    jobs: int | None
+    timeouts: dict[str, float]
+    grace: float
+    env: dict[str, str]
+    candidates: tuple[CandidateRule, ...]
+    operators: dict[str, OperatorSpec]
+    preload: tuple[str, ...] = ()
+    warnings: tuple[ConfigIssue, ...] = ()
+    text_sha256: str = ""
+    lines: dict[tuple, int] = field(default_factory=dict, repr=False)
+
+    def rel(self, path: Path) -> str:
+        """``path`` as shown to users: relative to the project, else to config.yaml's folder."""
+        p = Path(path)
+        for base in (self.project, self.root):
+            try:
+                return p.relative_to(base).as_posix()
+            except ValueError:
+                continue
+        return str(p)
+
+
+# ---------------------------------------------------------------------------
+# YAML with line numbers
+
+
+def _line_map(node: yaml.Node, prefix: tuple, out: dict[tuple, int], dups: list) -> None:
+    """Record the 1-based line of every mapping key, keyed by its key path."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for knode, vnode in node.value:
+            key = knode.value if isinstance(knode, yaml.ScalarNode) else str(knode.value)
+            line = knode.start_mark.line + 1
+            if key in seen:
+                dups.append((prefix + (key,), line, seen[key]))
+            seen[key] = line
+            out[prefix + (key,)] = line
+            _line_map(vnode, prefix + (key,), out, dups)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[prefix + (i,)] = item.start_mark.line + 1
+            _line_map(item, prefix + (i,), out, dups)
+
+
+def _keyname(path: tuple) -> str:
+    parts = []
+    for p in path:
+        if isinstance(p, int):
+            parts.append(f"[{p}]")
+        else:
+            s = str(p)
+            parts.append(("." if parts else "") + (s if s.replace("_", "").isalnum() else repr(s)))
+    return "".join(parts)
+
+
+class _Checker:
+    def __init__(self, path: Path, lines: dict[tuple, int]):
+        self.path = path
+        self.lines = lines
+        self.errors: list[ConfigIssue] = []
+        self.warnings: list[ConfigIssue] = []
+
+    def line(self, key: tuple) -> int | None:
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key[:-1]
+        return None
+
+    def issue(self, key: tuple, problem: str, fix: str, *, warn: bool = False) -> None:
+        item = ConfigIssue(_keyname(key), self.line(key), problem, fix, self.path.name)
+        (self.warnings if warn else self.errors).append(item)
+
+
+def _inside(path: Path, base: Path) -> bool:
+    try:
+        path.resolve().relative_to(base.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def split_selection(value: Any) -> list[str]:
+    """A selection (string or list of strings) as pytest arguments."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        out.extend(shlex.split(str(item)))
+    return out
+
+
+def _selection_paths(args: list[str]) -> list[str]:
+    """The path-like arguments of a selection (options and their values left out)."""
+    paths = []
+    skip_next = False
+    for a in args:
+        if skip_next:
+            skip_next = False
+            continue
+        if a.startswith("-"):
+            # options that take a separate value
+            if a in ("-m", "-k", "-p", "--deselect", "--ignore", "-c", "--rootdir"):
+                skip_next = True
+            continue
+        paths.append(a.split("::", 1)[0])
+    return paths
+
+
+def _is_ident(s: Any) -> bool:
+    return isinstance(s, str) and s.isidentifier()
+
+
+# ---------------------------------------------------------------------------
+# loading
+
+
+def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | None = None) -> Config:
+    """Read and validate config.yaml.
+
+    Args:
+        path: the config file.
+        watch_override: a folder given on the command line; it replaces
+            ``watch:`` and candidate globs are matched against it.
+
+    Returns:
+        The validated Config (with non-fatal warnings in ``warnings``).
+
+    Raises:
+        ConfigError: one ConfigIssue per problem.
+    """
+    path = Path(path).absolute().resolve()
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            [ConfigIssue("(file)", None, f"{path} does not exist", "create it or pass --config PATH", name)]
+        ) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError([ConfigIssue("(file)", None, f"cannot read {path}: {e}", "fix the file", name)]) from e
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(
+            [ConfigIssue("(yaml)", line, f"YAML syntax error: {problem}", "fix the YAML at that line", name)]
+        ) from e
+    if data is None:
+        raise ConfigError(
+            [ConfigIssue("(file)", None, "the file is empty", "map at least one candidate under `candidates:`", name)]
+        )
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [ConfigIssue("(file)", 1, f"the top level is a {type(data).__name__}", "write a mapping of keys", name)]
+        )
+    lines: dict[tuple, int] = {}
+    dups: list = []
+    _line_map(node, (), lines, dups)
+    ck = _Checker(path, lines)
+    for key, line, first in dups:
+        ck.errors.append(
+            ConfigIssue(_keyname(key), line, f"duplicate key (first at line {first})", "keep one of them", name)
+        )
+    root = path.parent
+
+    for key in data:
+        if key not in _TOP_KEYS:
+            close = [k for k in _TOP_KEYS if k.startswith(str(key)[:3])]
+            hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(_TOP_KEYS)
+            ck.issue((key,), "unknown key", hint)
+
+    def get_str(key: str, default: str | None) -> str | None:
+        v = data.get(key, default)
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            ck.issue((key,), f"expected a string, got {type(v).__name__}", f"write `{key}: <text>`")
+            return default
+        return v
+
+    # project
+    project_s = get_str("project", ".") or "."
+    project = (root / os.path.expanduser(project_s)).resolve()
+    if not project.is_dir():
+        ck.issue(("project",), f"{project} is not a folder", "point it at a checkout with tests/ and benchmark/")
+
+    # watch folder
+    if watch_override is not None:
+        watch = Path(watch_override).absolute().resolve()
+        if not watch.is_dir():
+            ck.errors.append(
+                ConfigIssue("DIR", None, f"{watch} is not a folder", "pass an existing folder to watch", name)
+            )
+    else:
+        watch_s = get_str("watch", None)
+        if watch_s is None:
+            watch = root
+        else:
+            watch = (root / os.path.expanduser(watch_s)).resolve()
+            if not watch.is_dir():
+                ck.issue(("watch",), f"{watch_s!r} is not a folder", "create it or fix the path (relative to config.yaml)")
+            elif not (_inside(watch, root) or _inside(watch, project)):
+                ck.issue(("watch",), f"{watch} is outside the project", "watch a folder inside the project")
+
+    python = get_str("python", None)
+    if python is None:
+        python = sys.executable
+    elif os.sep in python or python.startswith("."):
+        p = (root / os.path.expanduser(python))
+        if not p.exists():
+            ck.issue(("python",), f"{python!r} does not exist", "give a path to an interpreter, or leave it out")
+        python = str(p.absolute())
+    module = get_str("module", "gemswatch.gems") or "gemswatch.gems"
+
+    policy = get_str("benchmark", "manual") or "manual"
+    if policy not in POLICIES:
+        ck.issue(("benchmark",), f"unknown policy {policy!r}", "use never, manual or auto")
+        policy = "manual"
+    level = get_str("level", "core") or "core"
+    if level not in LEVELS:
+        ck.issue(("level",), f"unknown level {level!r}", "use core or comprehensive")
+        level = "core"
+
+    jobs_v = data.get("jobs", "auto")
+    jobs: int | None = None
+    if jobs_v in (None, "auto"):
+        jobs = None
+    elif isinstance(jobs_v, bool) or not isinstance(jobs_v, int) or jobs_v < 1:
+        ck.issue(("jobs",), f"expected auto or a positive integer, got {jobs_v!r}", "write `jobs: auto` or `jobs: 2`")
+    else:
+        jobs = jobs_v
+
+    timeouts = dict(DEFAULT_TIMEOUTS)
+    tv = data.get("timeouts", {})
+    if tv is None:
+        tv = {}
+    if not isinstance(tv, dict):
+        ck.issue(("timeouts",), f"expected a mapping, got {type(tv).__name__}", "write `timeouts: {correctness: 600}`")
+    else:
+        for k, v in tv.items():
+            if k not in STAGES:
+                ck.issue(("timeouts", k), "unknown stage", "use preflight, correctness or benchmark")
+            elif isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                ck.issue(("timeouts", k), f"expected a positive number of seconds, got {v!r}", f"write `{k}: 600`")
+            else:
+                timeouts[k] = float(v)
+
+    grace_v = data.get("grace", 3)
+    grace = 3.0
+    if isinstance(grace_v, bool) or not isinstance(grace_v, (int, float)) or grace_v < 0:
+        ck.issue(("grace",), f"expected seconds >= 0, got {grace_v!r}", "write `grace: 3`")
+    else:
+        grace = float(grace_v)
+
+    env: dict[str, str] = {}
+    ev = data.get("env", {}) or {}
+    if not isinstance(ev, dict):
+        ck.issue(("env",), f"expected a mapping, got {type(ev).__name__}", "write `env: {NAME: value}`")
+    else:
+        for k, v in ev.items():
+            if not isinstance(k, str) or isinstance(v, (dict, list)):
+                ck.issue(("env", k), "expected NAME: value", "write scalar values")
+            else:
+                env[k] = "" if v is None else str(v)
+
+    preload: tuple[str, ...] = ()
+    pv = data.get("preload")
+    if pv is not None:
+        if not isinstance(pv, list) or not all(isinstance(x, str) for x in pv):
+            ck.issue(("preload",), "expected a list of module names", "write `preload: [torch, triton]`")
+        else:
+            preload = tuple(pv)
+
+    operators = _check_operators(ck, data.get("operators"), project)
+    candidates = _check_candidates(ck, data.get("candidates"), watch, operators)
+
+    if ck.errors:
+        raise ConfigError(ck.errors)
+    return Config(
+        path=path,
+        root=root,
+        project=project,
+        watch=watch,
+        python=python,
+        module=module,
+        benchmark=policy,
+        level=level,
+        jobs=jobs,
+        timeouts=timeouts,
+        grace=grace,
+        env=env,
+        candidates=candidates,
+        operators=operators,
+        preload=preload,
+        warnings=tuple(ck.warnings),
+        text_sha256=hashlib.sha256(text.encode()).hexdigest(),
+        lines=lines,
+    )
+
+
+def _check_operators(ck: _Checker, ov: Any, project: Path) -> dict[str, OperatorSpec]:
+    operators: dict[str, OperatorSpec] = {}
+    if ov is None:
+        return operators
+    if not isinstance(ov, dict):
+        ck.issue(("operators",), f"expected a mapping, got {type(ov).__name__}", "write `operators: {softmax: {tests: ...}}`")
+        return operators
+    for op, spec in ov.items():
+        key = ("operators", op)
+        if not _is_ident(op):
+            ck.issue(key, "an operator name must be a Python identifier", "use the gems attribute name, e.g. softmax")
+            continue
+        if spec is None:
+            spec = {}
+        if isinstance(spec, str):
+            spec = {"tests": spec}
+        if not isinstance(spec, dict):
+            ck.issue(key, f"expected a mapping, got {type(spec).__name__}", "write `tests:`, `benchmark:` and `marker:` under it")
+            continue
+        for k in spec:
+            if k not in _OP_KEYS:
+                ck.issue(key + (k,), "unknown key", "use tests, benchmark or marker")
+        sel = {}
+        for k in ("tests", "benchmark"):
+            v = spec.get(k)
+            if v is not None and not (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))):
+                ck.issue(key + (k,), f"expected a string or a list of strings, got {type(v).__name__}", f"write `{k}: tests/test_x.py`")
+                v = None
+            try:
+                sel[k] = split_selection(v)
+            except ValueError as e:
+                ck.issue(key + (k,), f"cannot split {v!r}: {e}", "fix the quoting")
+                sel[k] = []
+        marker = spec.get("marker", op)
+        if marker is False:
+            marker = None
+        if marker is not None and not isinstance(marker, str):
+            ck.issue(key + ("marker",), f"expected a marker expression, got {marker!r}", "write `marker: softmax` or `marker: null`")
+            marker = op
+        for k in ("tests", "benchmark"):
+            for p in _selection_paths(sel[k]):
+                full = project / p
+                if not _inside(full, project):
+                    ck.issue(key + (k,), f"{p!r} is outside the project {project}", "select files inside the project")
+                    continue
+                if set(p) & _GLOB_CHARS:
+                    found = _glob.glob(str(full), recursive=True)
+                else:
+                    found = [str(full)] if full.exists() else []
+                if not found:
+                    # Reported as an error only for operators a candidate uses.
+                    ck.warnings.append(
+                        ConfigIssue(
+                            _keyname(key + (k,)),
+                            ck.line(key + (k,)),
+                            f"{p!r} matches nothing",
+                            f"fix the path (relative to {project})",
+                            ck.path.name,
+                        )
+                    )
+        operators[op] = OperatorSpec(op, tuple(sel["tests"]), tuple(sel["benchmark"]), marker, ck.line(key))
+    return operators
+
+
+def _check_candidates(
+    ck: _Checker, cv: Any, watch: Path, operators: dict[str, OperatorSpec]
+) -> tuple[CandidateRule, ...]:
+    from .mapping import discover_files, match_glob  # local: mapping imports this module
+
+    if cv is None:
+        ck.issue(("candidates",), "no candidates are mapped", "add `candidates: {my_file.py: {softmax: my_softmax}}`")
+        return ()
+    if not isinstance(cv, dict):
+        ck.issue(("candidates",), f"expected a mapping, got {type(cv).__name__}", "write `candidates: {file.py: {op: function}}`")
+        return ()
+    rules: list[CandidateRule] = []
+    files = discover_files(watch) if watch.is_dir() else []
+    rel_files = [f.relative_to(watch).as_posix() for f in files]
+    owner: dict[str, tuple[str, int | None]] = {}
+    used_ops: set[str] = set()
+    for pattern, ops in cv.items():
+        key = ("candidates", pattern)
+        if not isinstance(pattern, str) or not pattern:
+            ck.issue(key, "a candidate key must be a file name or glob", "write `softmax_v2.py:`")
+            continue
+        if pattern.startswith("/") or ".." in Path(pattern).parts:
+            ck.issue(key, f"{pattern!r} points outside the watched folder {watch}", "use a glob relative to the watched folder")
+            continue
+        pairs: list[tuple[str, str]] = []
+        if isinstance(ops, str):
+            ops = {ops: None}
+        elif isinstance(ops, list):
+            conv: dict = {}
+            for i, item in enumerate(ops):
+                if isinstance(item, str):
+                    conv[item] = None
+                elif isinstance(item, dict):
+                    conv.update(item)
+                else:
+                    ck.issue(key + (i,), f"expected an operator name, got {item!r}", "list operator names")
+            ops = conv
+        if not isinstance(ops, dict) or not ops:
+            ck.issue(key, "expected operators to override", f"write `{pattern}: {{softmax: my_softmax}}`")
+            continue
+        for op, func in ops.items():
+            okey = key + (op,)
+            if not _is_ident(op):
+                ck.issue(okey, f"{op!r} is not an operator name", "use the gems attribute name, e.g. softmax")
+                continue
+            func = op if func is None else func
+            if not _is_ident(func):
+                ck.issue(okey, f"{func!r} is not a function name", f"name the function in the file that implements {op}")
+                continue
+            if op not in operators:
+                ck.issue(okey, f"operator {op!r} has no tests", f"add `operators: {{{op}: {{tests: tests/test_<family>.py}}}}`")
+                continue
+            if not operators[op].tests:
+                ck.issue(okey, f"operator {op!r} has no tests", f"set operators.{op}.tests")
+                continue
+            pairs.append((op, func))
+            used_ops.add(op)
+        matched = [f for f in rel_files if match_glob(pattern, f)]
+        if not matched:
+            ck.issue(key, f"{pattern!r} matches no file in {watch}", "fix the name, or create the file (gemswatch new OP)")
+        for f in matched:
+            if f in owner:
+                other, line = owner[f]
+                ck.issue(key, f"{f} is also mapped by {other!r} (line {line})", "map each file once")
+            else:
+                owner[f] = (pattern, ck.line(key))
+        if pairs:
+            rules.append(CandidateRule(pattern, tuple(pairs), ck.line(key)))
+    # a selection that matches nothing is an error for an operator in use
+    keep = []
+    for w in ck.warnings:
+        op = w.key.split(".")[1] if w.key.startswith("operators.") else None
+        if op in used_ops and "matches nothing" in w.problem:
+            ck.errors.append(w)
+        else:
+            keep.append(w)
+    ck.warnings = keep
+    return tuple(rules)

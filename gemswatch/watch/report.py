@@ -1,0 +1,133 @@
+"""Tables for ``gemswatch history``: results per save and a leaderboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from .dashboard import STATUS_STYLE
+from .events import format_speedup
+from .status import STAGES
+
+__all__ = ["saves", "leaderboard", "history_tables"]
+
+
+def _match(rec: dict[str, Any], target: str | None) -> bool:
+    if not target:
+        return True
+    cand = str(rec.get("candidate", ""))
+    if target in (cand, Path(cand).name, Path(cand).stem) or cand.endswith("/" + target.lstrip("./")):
+        return True
+    return target in (rec.get("operators") or [])
+
+
+def saves(records: list[dict[str, Any]], target: str | None = None) -> list[dict[str, Any]]:
+    """One entry per run (a save), oldest first, with its stage records."""
+    runs: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("event") not in ("stage_finished", "run_finished") or not _match(rec, target):
+            continue
+        rid = str(rec.get("run_id"))
+        run = runs.setdefault(
+            rid,
+            {
+                "run_id": rid,
+                "candidate": rec.get("candidate"),
+                "sha": rec.get("content_sha256", ""),
+                "operators": rec.get("operators") or [],
+                "time": rec.get("time", ""),
+                "stages": {},
+                "status": None,
+                "speedup": None,
+                "speedups": {},
+            },
+        )
+        if rec["event"] == "stage_finished":
+            run["stages"][rec.get("stage")] = rec
+            if rec.get("stage") == "benchmark" and rec.get("status") == "passed":
+                run["speedup"] = rec.get("speedup")
+                run["speedups"] = rec.get("speedups") or {}
+        else:
+            run["status"] = rec.get("status")
+    out = sorted(runs.values(), key=lambda r: str(r["time"]))
+    prev: dict[str, float] = {}
+    for r in out:
+        if r["speedup"] is not None:
+            before = prev.get(str(r["candidate"]))
+            r["change"] = None if not before else r["speedup"] / before - 1
+            prev[str(r["candidate"])] = r["speedup"]
+        else:
+            r["change"] = None
+    return out
+
+
+def leaderboard(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """operator -> passing variants (candidate, content) best speedup first.
+
+    A variant counts when its correctness passed and its benchmark passed,
+    for the same bytes; each (candidate, sha) appears once, at its best.
+    """
+    passed_sha = {
+        (r["candidate"], r["sha"])
+        for r in runs
+        if (r["stages"].get("correctness") or {}).get("status") == "passed"
+    }
+    board: dict[str, dict[tuple, dict[str, Any]]] = {}
+    for r in runs:
+        if r["speedup"] is None or (r["candidate"], r["sha"]) not in passed_sha:
+            continue
+        for op in r["operators"]:
+            sp = r["speedups"].get(op, r["speedup"])
+            key = (r["candidate"], r["sha"])
+            cur = board.setdefault(op, {}).get(key)
+            if cur is None or sp > cur["speedup"]:
+                board[op][key] = {"candidate": r["candidate"], "sha": r["sha"], "speedup": sp, "time": r["time"]}
+    return {op: sorted(v.values(), key=lambda e: -e["speedup"]) for op, v in sorted(board.items())}
+
+
+def history_tables(records: list[dict[str, Any]], target: str | None, limit: int = 30) -> list[RenderableType]:
+    runs = saves(records, target)
+    t = Table(box=box.SIMPLE, title=f"saves{f' of {target}' if target else ''} (latest {limit})", title_justify="left")
+    t.add_column("time", no_wrap=True)
+    t.add_column("candidate")
+    t.add_column("sha256", no_wrap=True)
+    for s in STAGES:
+        t.add_column(s)
+    t.add_column("speedup")
+    t.add_column("change")
+    for r in runs[-limit:]:
+        cells = []
+        for s in STAGES:
+            st = (r["stages"].get(s) or {}).get("status")
+            cells.append(Text(st or "-", style=STATUS_STYLE.get(st or "", "dim")))
+        change = r.get("change")
+        t.add_row(
+            str(r["time"])[:19].replace("T", " "),
+            str(r["candidate"]),
+            str(r["sha"])[:12],
+            *cells,
+            format_speedup(r['speedup']) if r["speedup"] is not None else "-",
+            Text(f"{change * 100:+.1f}%", style="green" if change > 0 else "red") if change is not None else Text("-", style="dim"),
+        )
+    out: list[RenderableType] = [t]
+    board = leaderboard(runs)
+    if board:
+        lb = Table(box=box.SIMPLE, title="leaderboard: passing variants by speedup", title_justify="left")
+        lb.add_column("operator")
+        lb.add_column("#")
+        lb.add_column("candidate")
+        lb.add_column("sha256")
+        lb.add_column("speedup")
+        lb.add_column("time")
+        for op, entries in board.items():
+            for i, e in enumerate(entries[:5], 1):
+                lb.add_row(op if i == 1 else "", str(i), str(e["candidate"]), str(e["sha"])[:12], format_speedup(e['speedup']), str(e["time"])[:19].replace("T", " "))
+        out.append(lb)
+    else:
+        out.append(Text("leaderboard: no variant has passed correctness and a benchmark yet (press b, or --benchmark auto)", style="dim"))
+    return out

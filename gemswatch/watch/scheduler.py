@@ -1,0 +1,314 @@
+"""Jobs: which stage runs next, where, and what a new save cancels.
+
+- At most ``jobs`` stages run at once, each on a device slot (a GPU id, or
+  None for the CPU). A benchmark stage has its device to itself while it
+  times; preflight and correctness may share.
+- One file never has two stages running at once: a new save cancels the
+  file's run in flight (``superseded``) and its first stage waits until the
+  old process group is gone.
+- A stage that does not pass gates the rest of its run (``not_run``), except
+  an all-skipped correctness.
+
+The stage itself is injected (``execute``), so the policy is tested with
+fake stages and no processes.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from typing import Any, Callable
+
+from .pipeline import Run, StageResult
+from .status import NOT_RUN, SUPERSEDED, gates, overall_status
+
+__all__ = ["Scheduler"]
+
+Execute = Callable[[Run, str, "str | None"], StageResult]
+Emit = Callable[..., Any]
+
+
+def run_fields(run: Run) -> dict[str, Any]:
+    """Fields every event about a run carries."""
+    return {
+        "run_id": run.run_id,
+        "candidate": run.candidate.rel,
+        "content_sha256": run.sha256,
+        "operators": run.candidate.ops,
+        "functions": dict(run.candidate.operators),
+    }
+
+
+class Scheduler:
+    """A pool of ``jobs`` worker threads pulling stage tasks in run order."""
+
+    def __init__(
+        self,
+        execute: Execute,
+        emit: Emit,
+        jobs: int = 1,
+        devices: list[str | None] | None = None,
+        exclusive_stages: frozenset[str] = frozenset({"benchmark"}),
+        command_for: Callable[[Run, str], "list[str] | None"] | None = None,
+    ):
+        self.execute = execute
+        self.emit = emit
+        self.devices: list[str | None] = list(devices) if devices else [None]
+        self.exclusive_stages = exclusive_stages
+        self.command_for = command_for
+        self._cond = threading.Condition()
+        self._submit_lock = threading.Lock()
+        self._tasks: list[tuple[int, Run, str]] = []  # (seq, run, stage)
+        self._runs: dict[str, Run] = {}  # candidate path -> latest run (queued or running)
+        self._busy: dict[str, Run] = {}  # candidate path -> run whose stage is running
+        self._load: dict[str | None, int] = {d: 0 for d in self.devices}
+        self._exclusive: set[str | None] = set()
+        self._running = 0
+        self._stopping = False
+        self._workers: list[threading.Thread] = []
+        self._want = 0
+        self.set_jobs(jobs)
+
+    # -- public --------------------------------------------------------------
+
+    def set_jobs(self, jobs: int) -> None:
+        """Run up to ``jobs`` stages at once from now on."""
+        jobs = max(1, int(jobs))
+        with self._cond:
+            self._want = jobs
+            alive = [w for w in self._workers if w.is_alive()]
+            self._workers = alive
+            for i in range(len(alive), jobs):
+                t = threading.Thread(target=self._worker, name=f"gemswatch-job-{i}", daemon=True)
+                self._workers.append(t)
+                t.start()
+            self._cond.notify_all()
+
+    @property
+    def jobs(self) -> int:
+        return self._want
+
+    def submit(self, run: Run) -> None:
+        """Queue ``run``; an earlier run of the same file is superseded."""
+        with self._submit_lock:
+            finished: list[Run] = []
+            with self._cond:
+                if self._stopping:
+                    return
+                key = str(run.candidate.path)
+                old = self._runs.get(key)
+                if old is not None and old.state != "done":
+                    finished += self._cancel_locked(old, f"superseded by a newer save ({run.sha256[:8]})")
+                self._runs[key] = run
+            for r in finished:
+                self._finish_run(r)
+            self.emit(
+                "run_queued",
+                **run_fields(run),
+                stages=list(run.stages),
+                reason=run.reason,
+                run_dir=str(run.run_dir),
+            )
+            with self._cond:
+                if run.cancel.is_set():
+                    return
+                self._tasks.append((run.seq, run, run.stages[0]))
+                self._tasks.sort(key=lambda t: t[0])
+                self._cond.notify_all()
+
+    def cancel(self, candidate_path: str, reason: str) -> None:
+        """Cancel the file's queued or running run (its file was deleted or unmapped)."""
+        finished: list[Run] = []
+        with self._cond:
+            old = self._runs.get(candidate_path)
+            if old is not None and old.state != "done":
+                finished += self._cancel_locked(old, reason)
+            self._cond.notify_all()
+        for r in finished:
+            self._finish_run(r)
+
+    def latest(self, candidate_path: str) -> Run | None:
+        with self._cond:
+            return self._runs.get(candidate_path)
+
+    def active(self) -> list[Run]:
+        with self._cond:
+            return [r for r in self._runs.values() if r.state != "done"]
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._tasks and self._running == 0 and all(r.state == "done" for r in self._runs.values())
+
+    def wait_idle(self, timeout: float | None = None, stop: threading.Event | None = None) -> bool:
+        """Block until nothing is queued or running; False on timeout or stop."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not (not self._tasks and self._running == 0 and all(r.state == "done" for r in self._runs.values())):
+                if stop is not None and stop.is_set():
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.1 if left is None else min(left, 0.1))
+        return True
+
+    def stop(self, reason: str = "gemswatch stopped", wait: float = 30.0) -> None:
+        """Cancel everything and wait for the workers to leave."""
+        finished: list[Run] = []
+        with self._cond:
+            self._stopping = True
+            for r in list(self._runs.values()):
+                if r.state != "done":
+                    finished += self._cancel_locked(r, reason)
+            self._cond.notify_all()
+        for r in finished:
+            self._finish_run(r)
+        deadline = time.monotonic() + wait
+        for w in list(self._workers):
+            w.join(max(0.0, deadline - time.monotonic()))
+
+    # -- internals -----------------------------------------------------------
+
+    def _cancel_locked(self, run: Run, reason: str) -> list[Run]:
+        """Mark ``run`` cancelled; return it if it can be finished right away."""
+        run.cancel_reason = run.cancel_reason or reason
+        run.cancel.set()
+        before = len(self._tasks)
+        self._tasks = [t for t in self._tasks if t[1] is not run]
+        if self._busy.get(str(run.candidate.path)) is run:
+            return []  # its worker finishes it when the process is gone
+        if before != len(self._tasks) or run.state != "done":
+            run.state = "done"
+            return [run]
+        return []
+
+    def _pick_locked(self) -> tuple[Run, str, str | None] | None:
+        reserved: set[str | None] = set()
+        for i, (seq, run, stage) in enumerate(self._tasks):
+            key = str(run.candidate.path)
+            if key in self._busy:
+                continue
+            exclusive = stage in self.exclusive_stages
+            free = [d for d in self.devices if d not in self._exclusive and d not in reserved]
+            if exclusive:
+                idle = [d for d in free if self._load[d] == 0]
+                if not idle:
+                    # hold the least busy device for it so it is not starved
+                    if free:
+                        reserved.add(min(free, key=lambda d: self._load[d]))
+                    continue
+                device = idle[0]
+                self._exclusive.add(device)
+            else:
+                if not free:
+                    continue
+                device = min(free, key=lambda d: self._load[d])
+            del self._tasks[i]
+            self._load[device] += 1
+            self._busy[key] = run
+            self._running += 1
+            run.state = "running"
+            return run, stage, device
+        return None
+
+    def _worker(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    if me not in self._workers or self._workers.index(me) >= self._want:
+                        # set_jobs lowered the count: the highest workers leave
+                        if me in self._workers:
+                            self._workers.remove(me)
+                        return
+                    task = self._pick_locked()
+                    if task is not None:
+                        break
+                    self._cond.wait(0.5)
+            run, stage, device = task
+            try:
+                self._run_stage(run, stage, device)
+            except Exception:  # pragma: no cover - keep the worker alive whatever happens
+                run.cancel.set()
+                run.state = "done"
+            finally:
+                with self._cond:
+                    self._load[device] -= 1
+                    self._exclusive.discard(device)
+                    self._busy.pop(str(run.candidate.path), None)
+                    self._running -= 1
+                    self._cond.notify_all()
+
+    def _run_stage(self, run: Run, stage: str, device: str | None) -> None:
+        if run.cancel.is_set():
+            self._finish_run(run)
+            return
+        if run.started is None:
+            run.started = time.monotonic()
+        cmd = None
+        if self.command_for is not None:
+            try:
+                cmd = self.command_for(run, stage)
+            except Exception:  # only informative
+                cmd = None
+        self.emit(
+            "stage_started",
+            **run_fields(run),
+            stage=stage,
+            device=device,
+            command=cmd,
+            command_line=shlex.join(cmd) if cmd else "",
+        )
+        try:
+            result = self.execute(run, stage, device)
+        except Exception as e:  # a bug in gemswatch must not kill the worker
+            from .status import CRASHED
+
+            result = StageResult(stage, CRASHED, message=f"gemswatch internal error: {type(e).__name__}: {e}")
+        run.results[stage] = result
+        self.emit("stage_finished", **run_fields(run), **result.event_fields(), **getattr(result, "extra", {}))
+        nxt = run.stages.index(stage) + 1
+        if result.status == SUPERSEDED or run.cancel.is_set():
+            self._finish_run(run)
+            return
+        if gates(result.status):
+            for later in run.stages[nxt:]:
+                r = StageResult(later, NOT_RUN, message=f"gated: {stage} {result.status}")
+                run.results[later] = r
+                self.emit("stage_finished", **run_fields(run), **r.event_fields())
+            self._finish_run(run)
+            return
+        if nxt >= len(run.stages):
+            self._finish_run(run)
+            return
+        with self._cond:
+            if run.cancel.is_set():
+                pass
+            else:
+                self._tasks.append((run.seq, run, run.stages[nxt]))
+                self._tasks.sort(key=lambda t: t[0])
+                self._cond.notify_all()
+                return
+        self._finish_run(run)
+
+    def _finish_run(self, run: Run) -> None:
+        with self._cond:
+            run.state = "done"
+            self._cond.notify_all()
+        statuses = [run.results[s].status for s in run.stages if s in run.results]
+        if run.cancel.is_set():
+            status = SUPERSEDED
+        else:
+            status = overall_status(statuses)
+        duration = 0.0 if run.started is None else time.monotonic() - run.started
+        self.emit(
+            "run_finished",
+            **run_fields(run),
+            status=status,
+            stages={s: run.results[s].status for s in run.stages if s in run.results},
+            duration_s=round(duration, 3),
+            message=run.cancel_reason if run.cancel.is_set() else "",
+        )

@@ -1,0 +1,412 @@
+"""One gemswatch session: the config, the mapping, the jobs and the events.
+
+Both ``gemswatch [DIR]`` and ``gemswatch run`` drive a Session; the watcher
+only adds the file-system loop and the dashboard on top.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .config import Config, ConfigError, load_config
+from .devices import DeviceInfo
+from .events import EventBus
+from .filters import Change
+from .history import STATE_DIR, History, new_run_id
+from .mapping import Candidate, CandidateMap, local_imports
+from .pipeline import Run, StageResult, execute_stage, stage_command
+from .scheduler import Scheduler
+from .status import ALL_SKIPPED, PASSED, STAGES
+
+__all__ = ["Session", "pipeline_stages"]
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def pipeline_stages(policy: str) -> list[str]:
+    """Stages of a save under a benchmark policy (``manual`` waits for a key)."""
+    return ["preflight", "correctness"] + (["benchmark"] if policy == "auto" else [])
+
+
+class Session:
+    """Runs candidates' pipelines and keeps the bookkeeping of a session.
+
+    Args:
+        config: a validated config.
+        device: the devices stages may use.
+        bus: where events go (sinks are attached by the caller).
+        jobs: stages at once (None: the config's, else the device default).
+        benchmark: a policy that overrides the config's.
+        config_path / watch_override: for reloading config.yaml.
+        notify: receives human notes (unmapped files, reload messages).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        device: DeviceInfo,
+        bus: EventBus,
+        *,
+        jobs: int | None = None,
+        benchmark: str | None = None,
+        watch_override: Path | None = None,
+        notify: Callable[[str], None] | None = None,
+        execute: Callable[[Run, str, str | None], StageResult] | None = None,
+    ):
+        self.config = config
+        self.device = device
+        self.bus = bus
+        self.jobs_override = jobs
+        self.benchmark_override = benchmark
+        self.watch_override = watch_override
+        self.notify = notify or (lambda text: None)
+        self.map = CandidateMap(config)
+        self.history = History(config.project / STATE_DIR)
+        self._lock = threading.RLock()
+        self._seq = 0
+        self._last_key: dict[str, tuple[str, str]] = {}
+        self._deps: dict[str, set[Path]] = {}
+        self._unmapped_seen: set[str] = set()
+        self._speedup_prev: dict[str, float] = {}
+        self.last_runs: dict[str, dict[str, Any]] = {}  # candidate rel -> run_finished
+        self.last_stages: dict[str, dict[str, dict[str, Any]]] = {}
+        self.config_error: str | None = None
+        self.listeners: list[Callable[[], None]] = []  # told when the candidate list changes
+        self._execute_stage = execute or execute_stage
+        self._fps = {str(c.path): c.fingerprint(config) for c in self.map.candidates()}
+        self.scan_dependencies()
+        for rec in self.history.records():  # `f` and speedup changes survive a restart
+            self._track(rec)
+        bus.subscribe(self.history.sink)
+        bus.subscribe(self._track)
+        self.scheduler = Scheduler(
+            self._execute,
+            bus.emit,
+            self.jobs,
+            device.slots,
+            command_for=lambda run, stage: stage_command(
+                run.config, run.candidate, stage, run.snapshot, run.run_dir / f"{stage}.json"
+            ),
+        )
+
+    # -- properties -----------------------------------------------------------
+
+    @property
+    def jobs(self) -> int:
+        if self.jobs_override:
+            return self.jobs_override
+        if self.config.jobs:
+            return self.config.jobs
+        return self.device.default_jobs()
+
+    @property
+    def policy(self) -> str:
+        return self.benchmark_override or self.config.benchmark
+
+    def candidates(self) -> list[Candidate]:
+        return self.map.candidates()
+
+    # -- events ---------------------------------------------------------------
+
+    def _track(self, record: dict[str, Any]) -> None:
+        ev = record.get("event")
+        cand = record.get("candidate")
+        if ev == "run_finished" and cand:
+            with self._lock:
+                self.last_runs[cand] = record
+        elif ev == "stage_finished" and cand:
+            with self._lock:
+                self.last_stages.setdefault(cand, {})[record["stage"]] = record
+                if record["stage"] == "benchmark" and record.get("status") == PASSED and record.get("speedup"):
+                    self._speedup_prev[cand] = record["speedup"]
+
+    def _execute(self, run: Run, stage: str, device: str | None) -> StageResult:
+        result = self._execute_stage(run, stage, device)
+        extra: dict[str, Any] = {"device": device}
+        if result.first_failure:
+            extra["first_failure"] = result.first_failure
+        if result.detail:
+            extra["detail"] = result.detail[:2000]
+        if stage == "benchmark":
+            extra["speedups"] = {k: round(v, 4) for k, v in result.speedups.items()}
+            with self._lock:
+                extra["speedup_prev"] = self._speedup_prev.get(run.candidate.rel)
+        result.extra = extra  # type: ignore[attr-defined]
+        return result
+
+    # -- runs -----------------------------------------------------------------
+
+    def trigger(
+        self,
+        path: Path,
+        reason: str = "save",
+        *,
+        force: bool = False,
+        stages: list[str] | None = None,
+    ) -> Run | None:
+        """Snapshot ``path`` and queue its pipeline, unless its bytes and
+        pipeline are unchanged since its last run (``force`` re-runs anyway)."""
+        cand = self.map.lookup(Path(path))
+        if cand is None:
+            return None
+        try:
+            data = cand.path.read_bytes()
+        except OSError:
+            return None
+        sha = hashlib.sha256(data).hexdigest()
+        fp = cand.fingerprint(self.config)
+        key = str(cand.path)
+        stages = stages or pipeline_stages(self.policy)
+        with self._lock:
+            if not force and self._last_key.get(key) == (sha, fp):
+                return None
+            self._last_key[key] = (sha, fp)
+            self._fps[key] = fp
+            self._seq += 1
+            seq = self._seq
+            self._deps[key] = self._dependencies(cand, data)
+        run_id = new_run_id(cand.path.stem, sha)
+        run_dir = self.history.run_dir(run_id)
+        snap = run_dir / "snapshot" / _SAFE_NAME.sub("_", cand.path.name)
+        snap.parent.mkdir()
+        snap.write_bytes(data)
+        (run_dir / "run.json").write_text(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "candidate": cand.rel,
+                    "path": str(cand.path),
+                    "content_sha256": sha,
+                    "operators": dict(cand.operators),
+                    "stages": stages,
+                    "reason": reason,
+                    "config": str(self.config.path),
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        run = Run(
+            run_id=run_id,
+            candidate=cand,
+            sha256=sha,
+            stages=list(stages),
+            run_dir=run_dir,
+            snapshot=snap,
+            config=self.config,
+            reason=reason,
+            fingerprint=fp,
+            seq=seq,
+        )
+        self.scheduler.submit(run)
+        return run
+
+    def run_all(self, reason: str = "start", force: bool = True) -> list[Run]:
+        runs = []
+        for c in self.candidates():
+            r = self.trigger(c.path, reason, force=force)
+            if r is not None:
+                runs.append(r)
+        return runs
+
+    def rerun_failed(self) -> list[Run]:
+        runs = []
+        with self._lock:
+            failing = {c for c, rec in self.last_runs.items() if rec.get("status") not in (PASSED, ALL_SKIPPED)}
+        for c in self.candidates():
+            if c.rel in failing:
+                r = self.trigger(c.path, "rerun failed", force=True)
+                if r is not None:
+                    runs.append(r)
+        return runs
+
+    def benchmark_now(self, rels: Iterable[str] | None = None) -> list[Run]:
+        """Benchmark the given candidates (default: all). A file whose current
+        bytes already passed correctness only runs the benchmark stage."""
+        wanted = None if rels is None else set(rels)
+        runs = []
+        for c in self.candidates():
+            if wanted is not None and c.rel not in wanted:
+                continue
+            stages = ["preflight", "correctness", "benchmark"]
+            try:
+                sha = hashlib.sha256(c.path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            with self._lock:
+                last = self.last_stages.get(c.rel, {}).get("correctness")
+            if last and last.get("content_sha256") == sha and last.get("status") in (PASSED, ALL_SKIPPED):
+                stages = ["benchmark"]
+            r = self.trigger(c.path, "benchmark", force=True, stages=stages)
+            if r is not None:
+                runs.append(r)
+        return runs
+
+    # -- changes --------------------------------------------------------------
+
+    def _dependencies(self, cand: Candidate, data: bytes) -> set[Path]:
+        """Files whose change re-runs ``cand``: its local imports, its
+        operators' test and benchmark files and the conftests above them."""
+        return local_imports(data, cand.path, [self.config.project, self.config.watch]) | self.map.selection_files(cand.ops)
+
+    def scan_dependencies(self) -> None:
+        """Index every mapped file's dependencies (without running anything)."""
+        for c in self.candidates():
+            try:
+                data = c.path.read_bytes()
+            except OSError:
+                continue
+            deps = self._dependencies(c, data)
+            with self._lock:
+                self._deps[str(c.path)] = deps
+
+    def dependents(self, path: Path) -> list[str]:
+        p = Path(path).resolve()
+        with self._lock:
+            return [k for k, deps in self._deps.items() if p in deps]
+
+    def handle_changes(self, batch: Iterable[tuple[Change, str]]) -> None:
+        """React to one debounced batch of (change, absolute path)."""
+        paths: dict[str, Change] = {}
+        for change, path in batch:
+            paths[path] = change  # the last change of a path wins
+        if any(Path(p) == self.config.path for p in paths):
+            self.reload_config()
+        touched: dict[str, str] = {}
+        for p, change in paths.items():
+            path = Path(p)
+            if path == self.config.path:
+                continue
+            cand = self.map.lookup(path)
+            if cand is not None:
+                if path.exists():
+                    touched.setdefault(str(path), "save")
+                else:
+                    self._forget(cand)
+                continue
+            deps = self.dependents(path)
+            for d in deps:
+                touched[d] = f"changed {self.config.rel(path)}"
+            if not deps and path.suffix == ".py" and path.exists() and self._in_watch(path):
+                rel = self.config.rel(path)
+                if rel not in self._unmapped_seen:
+                    self._unmapped_seen.add(rel)
+                    self.notify(
+                        f"{rel} is not mapped: add it to {self.config.path.name} under `candidates:`"
+                        f" (or run `gemswatch new OP`)"
+                    )
+        for p, reason in touched.items():
+            self.trigger(Path(p), reason, force=reason != "save")
+
+    def _in_watch(self, path: Path) -> bool:
+        try:
+            path.relative_to(self.config.watch)
+            return True
+        except ValueError:
+            return False
+
+    def _forget(self, cand: Candidate) -> None:
+        key = str(cand.path)
+        self.scheduler.cancel(key, f"{cand.rel} was deleted")
+        with self._lock:
+            self._last_key.pop(key, None)
+            self._deps.pop(key, None)
+        for cb in self.listeners:
+            cb()
+
+    def reload_config(self) -> bool:
+        """Load config.yaml again; a bad edit keeps the last good config."""
+        try:
+            new = load_config(self.config.path, self.watch_override)
+        except ConfigError as e:
+            self.config_error = str(e)
+            self.bus.emit(
+                "config_error",
+                config=str(self.config.path),
+                errors=[i.to_dict() for i in e.issues],
+                errors_text=[str(i) for i in e.issues],
+                kept_last_good=True,
+            )
+            return False
+        old_map = self.map
+        old_cands = {str(c.path): c for c in old_map.candidates()}
+        self.config = new
+        self.map = CandidateMap(new)
+        self.config_error = None
+        if not self.jobs_override:
+            self.scheduler.set_jobs(self.jobs)
+        self.notify(f"{new.path.name} reloaded")
+        for c in self.map.candidates():
+            key = str(c.path)
+            old_cands.pop(key, None)
+            fp = c.fingerprint(new)
+            if self._fps.get(key) != fp:
+                self._fps[key] = fp
+                self.trigger(c.path, "config changed")
+        self.scan_dependencies()
+        for key, c in old_cands.items():
+            self.scheduler.cancel(key, f"{c.rel} is no longer mapped")
+            self._fps.pop(key, None)
+            with self._lock:
+                self._last_key.pop(key, None)
+                self._deps.pop(key, None)
+        for cb in self.listeners:
+            cb()
+        return True
+
+    def watch_roots(self) -> list[tuple[Path, bool]]:
+        """(folder, recursive) pairs the watcher must observe."""
+        roots: dict[Path, bool] = {self.config.watch: True}
+        roots.setdefault(self.config.path.parent, False)
+        with self._lock:
+            deps = set().union(*self._deps.values()) if self._deps else set()
+        for d in deps:
+            parent = d.parent
+            if self._in_watch(parent):
+                continue
+            roots.setdefault(parent, False)
+        return sorted(roots.items())
+
+    # -- summary --------------------------------------------------------------
+
+    def summary(self, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The latest result of every mapped candidate (or of those in ``only``)."""
+        out = []
+        keep = None if only is None else set(only)
+        for c in self.candidates():
+            if keep is not None and c.rel not in keep:
+                continue
+            with self._lock:
+                run = self.last_runs.get(c.rel)
+                stages = {
+                    s: rec
+                    for s, rec in self.last_stages.get(c.rel, {}).items()
+                    if run is not None and rec.get("run_id") == run.get("run_id")
+                }
+            out.append(
+                {
+                    "candidate": c.rel,
+                    "operators": c.ops,
+                    "status": run.get("status") if run else None,
+                    "stages": {s: stages[s]["status"] for s in STAGES if s in stages},
+                    "speedup": (stages.get("benchmark") or {}).get("speedup"),
+                    "message": next(
+                        (
+                            stages[s].get("message")
+                            for s in STAGES
+                            if s in stages and stages[s].get("status") not in (PASSED, "not_run")
+                        ),
+                        "",
+                    ),
+                }
+            )
+        return out
+
+    def stop(self) -> None:
+        self.scheduler.stop()

@@ -1,0 +1,185 @@
+"""Dashboard: the event reducer and render(state) on a fixed-width console."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from gemswatch.watch.dashboard import DashboardState, render, render_summary
+from gemswatch.watch.events import format_plain
+from gemswatch.watch.keys import decode_keys
+
+CAND = "candidates/softmax_v2.py"
+
+
+def screen(renderable, width=140) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False, legacy_windows=False)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def ev(event, **kw):
+    base = {"event": event, "time": "2025-01-01T12:34:56.000+00:00", "candidate": CAND, "run_id": "r1", "operators": ["softmax"], "content_sha256": "ab" * 32}
+    base.update(kw)
+    return base
+
+
+def finished(stage, status, **kw):
+    fields = dict(exit_code=0, duration_s=2.5, cases={"passed": 12, "failed": 0, "skipped": 0, "total": 12}, candidate_calls={"softmax": 48}, speedup=None, message="")
+    fields.update(kw)
+    return ev("stage_finished", stage=stage, status=status, **fields)
+
+
+def state_with_rows() -> DashboardState:
+    st = DashboardState(watch="candidates/", project="/p", device="cpu (Triton interpreter)", jobs=2, benchmark="manual")
+    st.set_candidates([(CAND, ["softmax"]), ("candidates/rms_norm_v2.py", ["rms_norm"])])
+    return st
+
+
+def test_running_row_shows_elapsed_time():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness"]), now=10.0)
+    st.apply(ev("stage_started", stage="preflight"), now=10.0)
+    st.now = 13.25
+    out = screen(render(st))
+    assert "gemswatch watching candidates/" in out
+    assert "jobs 2" in out and "cpu (Triton interpreter)" in out
+    assert "running" in out and "3.2s" in out
+    assert "queued" in out
+    assert "rms_norm_v2.py" in out
+
+
+def test_finished_cells_counts_calls_speedup_and_change():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness", "benchmark"]))
+    st.apply(finished("preflight", "passed"))
+    st.apply(finished("correctness", "passed"))
+    st.apply(finished("benchmark", "passed", speedup=1.32, speedup_prev=1.2))
+    out = screen(render(st))
+    assert out.count("passed") >= 3
+    assert "12/12" in out and "48 calls" in out and "2.5s" in out
+    assert "1.32x" in out and "+10.0%" in out
+    assert "12:34:56" in out
+
+
+def test_failure_detail_pane():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness"]))
+    st.apply(finished("preflight", "passed"))
+    st.apply(
+        finished(
+            "correctness",
+            "failed",
+            message="tests/test_softmax.py::test_x[fp16]: max abs err 0.5",
+            first_failure="tests/test_softmax.py::test_x[fp16]",
+            log="/p/.gemswatch/runs/r1/correctness.log",
+            log_tail="E   AssertionError: max abs err 0.5\nFAILED tests/test_softmax.py::test_x[fp16]\n",
+        )
+    )
+    out = screen(render(st))
+    assert "correctness failed: tests/test_softmax.py::test_x[fp16]: max abs err 0.5" in out
+    assert "first failure: tests/test_softmax.py::test_x[fp16]" in out
+    assert "log: /p/.gemswatch/runs/r1/correctness.log" in out
+    assert "E   AssertionError" in out
+    # fixing it clears the pane
+    st.apply(ev("run_queued", run_id="r2", stages=["preflight", "correctness"]))
+    st.apply(finished("correctness", "passed", run_id="r2"))
+    assert "first failure" not in screen(render(st))
+
+
+def test_events_of_an_old_run_do_not_overwrite_the_new_one():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight"]))
+    st.apply(ev("run_queued", run_id="r2", stages=["preflight"]))
+    st.apply(finished("preflight", "superseded"))  # late event of r1
+    st.apply(ev("run_finished", status="superseded"))
+    assert st.rows[CAND].cells["preflight"].status == "queued"
+
+
+def test_superseded_run_marks_its_cells():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness"]))
+    st.apply(ev("stage_started", stage="preflight"))
+    st.apply(ev("run_finished", status="superseded"))
+    assert [c.status for c in st.rows[CAND].cells.values()] == ["superseded", "superseded"]
+
+
+def test_config_error_banner_and_notes():
+    st = state_with_rows()
+    st.apply({"event": "config_error", "errors_text": ["config.yaml:3: jobs: expected auto or a positive integer, got 'x'; write `jobs: 2`"]})
+    st.notes.append("candidates/x.py is not mapped: add it to config.yaml under `candidates:`")
+    out = screen(render(st))
+    assert "keeping the last good config" in out
+    assert "config.yaml:3: jobs" in out
+    assert "is not mapped" in out
+
+
+def test_stale_rows_from_history():
+    st = state_with_rows()
+    last = {CAND: {"correctness": finished("correctness", "passed")}}
+    st.load_history(last, {CAND: "ff" * 32})
+    out = screen(render(st))
+    assert "stale" in out and "passed" in out
+    st2 = state_with_rows()
+    st2.load_history(last, {CAND: "ab" * 32})
+    assert "stale" not in screen(render(st2))
+
+
+def test_selection_moves_and_wraps():
+    st = state_with_rows()
+    assert st.selected_candidate() is None
+    st.select(1)
+    assert st.selected_candidate() == "candidates/rms_norm_v2.py"  # rows are sorted
+    st.select(1)
+    assert st.selected_candidate() == CAND
+    st.select(-1)
+    assert st.selected_candidate() == "candidates/rms_norm_v2.py"
+    assert ">" in screen(render(st))
+
+
+def test_empty_state_says_what_to_do():
+    out = screen(render(DashboardState(watch="c/")))
+    assert "no mapped candidates" in out
+
+
+def test_narrow_console_still_renders():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight"]))
+    assert "softmax" in screen(render(st), width=60)
+
+
+def test_summary_table():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness"]))
+    st.apply(finished("preflight", "passed"))
+    st.apply(finished("correctness", "uncalled"))
+    out = screen(render_summary(st))
+    assert "gemswatch summary" in out and "uncalled" in out
+
+
+def test_plain_line():
+    line = format_plain(finished("correctness", "failed", message="t::a: boom", log="/x.log"))
+    assert line == "12:34:56 candidates/softmax_v2.py correctness: FAILED (12 passed, 48 calls, 2.5s) - t::a: boom"
+    assert format_plain(ev("stage_started", stage="preflight")) is None
+    assert "log: /x.log" in format_plain(finished("correctness", "failed", log="/x.log"), verbose=True)
+
+
+def test_decode_keys():
+    assert decode_keys("r\x1b[A\x1b[Bq\x03") == ["r", "up", "down", "q", "ctrl-c"]
+    assert decode_keys("\x1b[1;5Cf") == ["f"]
+
+
+def test_a_new_save_clears_stages_it_does_not_run_and_dims_an_old_speedup():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness", "benchmark"]))
+    st.apply(finished("benchmark", "passed", speedup=1.5))
+    assert "1.50x" in screen(render(st))
+    # a benchmark-only run of the same bytes keeps the other cells
+    st.apply(finished("correctness", "passed"))
+    st.apply(ev("run_queued", run_id="r2", stages=["benchmark"]))
+    assert st.rows[CAND].cells["correctness"].status == "passed"
+    # new bytes without a benchmark: the old benchmark cell goes, its speedup is marked earlier
+    st.apply(ev("run_queued", run_id="r3", stages=["preflight", "correctness"], content_sha256="cd" * 32))
+    assert "benchmark" not in st.rows[CAND].cells
+    assert "earlier abababab" in screen(render(st))

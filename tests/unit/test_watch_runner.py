@@ -1,0 +1,126 @@
+"""The runner with real processes: process groups, timeouts, cancellation, no orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from gemswatch.watch.runner import live_groups, run_process
+
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_dead(pid: int, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# A stage that starts a grandchild, reports its pid, then sleeps.
+SPAWNER = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print("grandchild", child.pid, flush=True)
+{tail}
+"""
+
+
+def grandchild_pid(log) -> int:
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        text = log.read_text() if log.exists() else ""
+        for line in text.splitlines():
+            if line.startswith("grandchild "):
+                return int(line.split()[1])
+        time.sleep(0.02)
+    raise AssertionError(f"no grandchild line in {log}")
+
+
+def test_exit_code_and_log(tmp_path):
+    log = tmp_path / "s.log"
+    out = run_process([PY, "-c", "import sys; print('hi'); sys.stderr.write('err\\n'); sys.exit(3)"], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=10, cancel=threading.Event())
+    assert out.returncode == 3 and not out.timed_out and not out.cancelled
+    assert "hi" in log.read_text() and "err" in log.read_text()
+    assert not live_groups()
+
+
+def test_stdin_is_empty(tmp_path):
+    log = tmp_path / "s.log"
+    out = run_process([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=10, cancel=threading.Event())
+    assert out.returncode == 0 and "''" in log.read_text()
+
+
+def test_timeout_kills_the_whole_group(tmp_path):
+    log = tmp_path / "s.log"
+    result = {}
+    t = threading.Thread(
+        target=lambda: result.update(
+            out=run_process([PY, "-c", SPAWNER.format(tail="time.sleep(60)")], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=1.0, cancel=threading.Event(), grace=0.5)
+        )
+    )
+    start = time.monotonic()
+    t.start()
+    gc = grandchild_pid(log)
+    t.join(15)
+    assert result["out"].timed_out and time.monotonic() - start < 10
+    assert wait_dead(gc)
+
+
+def test_sigint_ignored_then_sigkill_after_grace(tmp_path):
+    log = tmp_path / "s.log"
+    cancel = threading.Event()
+    code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    threading.Timer(0.5, cancel.set).start()
+    start = time.monotonic()
+    out = run_process([PY, "-c", code], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=30, cancel=cancel, grace=0.5, cancel_reason=lambda: "newer save")
+    took = time.monotonic() - start
+    assert out.cancelled and out.cancel_reason == "newer save"
+    assert out.returncode == -signal.SIGKILL
+    assert took < 5
+
+
+def test_sigint_reaches_a_cooperative_child_first(tmp_path):
+    log = tmp_path / "s.log"
+    cancel = threading.Event()
+    code = "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('cleaned up', flush=True)\n    raise SystemExit(2)\n"
+    threading.Timer(0.5, cancel.set).start()
+    out = run_process([PY, "-c", code], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=30, cancel=cancel, grace=5)
+    assert out.cancelled and out.returncode == 2
+    assert "cleaned up" in log.read_text()
+
+
+def test_no_straggler_survives_a_normal_exit(tmp_path):
+    log = tmp_path / "s.log"
+    out = run_process([PY, "-c", SPAWNER.format(tail="")], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=10, cancel=threading.Event())
+    assert out.returncode == 0
+    assert wait_dead(grandchild_pid(log))
+
+
+def test_spawn_error(tmp_path):
+    out = run_process(["/nonexistent/python9"], cwd=tmp_path, env=dict(os.environ), log_path=tmp_path / "s.log", timeout=5, cancel=threading.Event())
+    assert out.returncode is None and "python9" in out.spawn_error
+
+
+def test_child_is_in_its_own_session(tmp_path):
+    log = tmp_path / "s.log"
+    out = run_process([PY, "-c", "import os; print(os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())"], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=10, cancel=threading.Event())
+    assert out.returncode == 0 and log.read_text().split() == ["True", "True"]

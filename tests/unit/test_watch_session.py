@@ -1,0 +1,247 @@
+"""Session bookkeeping with fake stages: snapshots, dedupe, dependencies,
+config reload, and history written before anyone sees an event."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from gemswatch.watch.config import load_config
+from gemswatch.watch.devices import DeviceInfo
+from gemswatch.watch.events import EventBus
+from gemswatch.watch.filters import Change
+from gemswatch.watch.pipeline import StageResult
+from gemswatch.watch.session import Session
+from gemswatch.watch.status import PASSED
+
+CONFIG = """\
+watch: cands
+benchmark: never
+candidates:
+  "*_v?.py":
+    softmax: my_softmax
+operators:
+  softmax:
+    tests: tests/test_softmax.py
+"""
+
+
+@pytest.fixture
+def proj(tmp_path):
+    (tmp_path / "cands").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_softmax.py").write_text("")
+    (tmp_path / "tests" / "conftest.py").write_text("")
+    (tmp_path / "cands" / "_helpers.py").write_text("X = 1\n")
+    (tmp_path / "cands" / "softmax_v2.py").write_text("import _helpers\ndef my_softmax(x):\n    return x\n")
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    return tmp_path
+
+
+class Harness:
+    def __init__(self, root: Path):
+        self.root = root
+        self.events: list[dict] = []
+        self.notes: list[str] = []
+        self.snapshots: list[bytes] = []
+        self.bus = EventBus()
+        self.bus.subscribe(self._ev)  # subscribed before the session: sees events before history!
+        self.session = None
+
+    def _ev(self, e):
+        self.events.append(e)
+
+    def execute(self, run, stage, device):
+        self.snapshots.append(run.snapshot.read_bytes())
+        return StageResult(stage, PASSED)
+
+    def start(self):
+        cfg = load_config(self.root / "config.yaml")
+        self.session = Session(cfg, DeviceInfo("cpu"), self.bus, jobs=1, notify=self.notes.append, execute=self.execute)
+        return self.session
+
+    def idle(self):
+        assert self.session.scheduler.wait_idle(10)
+
+    def runs(self):
+        return [e for e in self.events if e["event"] == "run_queued"]
+
+
+def test_snapshot_is_the_bytes_at_trigger_time(proj):
+    h = Harness(proj)
+    s = h.start()
+    gate = threading.Event()
+    orig = h.execute
+
+    def slow(run, stage, device):
+        gate.wait(5)
+        return orig(run, stage, device)
+
+    s._execute_stage = slow
+    f = proj / "cands" / "softmax_v2.py"
+    before = f.read_bytes()
+    run = s.trigger(f)
+    f.write_text("changed after the trigger\n")
+    gate.set()
+    h.idle()
+    assert h.snapshots == [before, before]
+    assert run.snapshot.read_bytes() == before
+    assert run.snapshot.parent.parent == run.run_dir
+    meta = json.loads((run.run_dir / "run.json").read_text())
+    assert meta["content_sha256"] == run.sha256 and meta["candidate"] == "cands/softmax_v2.py"
+    s.stop()
+
+
+def test_unchanged_resave_does_not_rerun(proj):
+    h = Harness(proj)
+    s = h.start()
+    f = proj / "cands" / "softmax_v2.py"
+    assert s.trigger(f) is not None
+    h.idle()
+    f.write_bytes(f.read_bytes())  # same bytes
+    assert s.trigger(f) is None
+    assert s.trigger(f, force=True) is not None
+    h.idle()
+    assert len(h.runs()) == 2
+    s.stop()
+
+
+def test_unmapped_file_is_noted_once(proj):
+    h = Harness(proj)
+    s = h.start()
+    other = proj / "cands" / "scratch.py"
+    other.write_text("")
+    s.handle_changes([(Change.added, str(other))])
+    s.handle_changes([(Change.modified, str(other))])
+    assert len(h.notes) == 1 and "cands/scratch.py is not mapped" in h.notes[0]
+    s.stop()
+
+
+def test_helper_and_test_changes_rerun_dependents(proj):
+    h = Harness(proj)
+    s = h.start()
+    s.run_all()
+    h.idle()
+    assert len(h.runs()) == 1
+    s.handle_changes([(Change.modified, str(proj / "cands" / "_helpers.py"))])
+    h.idle()
+    s.handle_changes([(Change.modified, str(proj / "tests" / "test_softmax.py"))])
+    h.idle()
+    s.handle_changes([(Change.modified, str(proj / "tests" / "conftest.py"))])
+    h.idle()
+    reasons = [e["reason"] for e in h.runs()]
+    assert reasons == ["start", "changed cands/_helpers.py", "changed tests/test_softmax.py", "changed tests/conftest.py"]
+    assert not h.notes  # a helper is not "unmapped"
+    roots = dict(s.watch_roots())
+    assert roots[(proj / "cands").resolve()] is True and roots[(proj / "tests").resolve()] is False
+    s.stop()
+
+
+def test_deleted_file_cancels_and_forgets(proj):
+    h = Harness(proj)
+    s = h.start()
+    f = proj / "cands" / "softmax_v2.py"
+    s.trigger(f)
+    h.idle()
+    f.unlink()
+    s.handle_changes([(Change.deleted, str(f))])
+    f.write_text("import _helpers\ndef my_softmax(x):\n    return x\n")  # same bytes come back
+    s.handle_changes([(Change.added, str(f))])
+    h.idle()
+    assert len(h.runs()) == 2  # forgotten, so the same bytes run again
+    s.stop()
+
+
+def test_atomic_save_batch_triggers_the_destination(proj):
+    h = Harness(proj)
+    s = h.start()
+    f = proj / "cands" / "softmax_v2.py"
+    tmp = proj / "cands" / ".softmax_v2.py.tmp123"
+    # what the watcher queues for "write temp, rename over": the temp is
+    # filtered out, the destination shows up as added
+    f.write_text("def my_softmax(x):\n    return x * 1\n")
+    s.handle_changes([(Change.deleted, str(tmp)), (Change.added, str(f))])
+    h.idle()
+    assert [e["candidate"] for e in h.runs()] == ["cands/softmax_v2.py"]
+    s.stop()
+
+
+def test_bad_config_edit_keeps_the_last_good_one(proj):
+    h = Harness(proj)
+    s = h.start()
+    cfg_path = proj / "config.yaml"
+    cfg_path.write_text(CONFIG.replace("benchmark: never", "benchmark: sometimes"))
+    s.handle_changes([(Change.modified, str(cfg_path))])
+    errs = [e for e in h.events if e["event"] == "config_error"]
+    assert errs and errs[0]["kept_last_good"] is True
+    assert errs[0]["errors"][0]["line"] == 2 and errs[0]["errors"][0]["key"] == "benchmark"
+    assert s.config.benchmark == "never" and s.config_error
+    # a good edit that changes the selection re-runs the candidate
+    cfg_path.write_text(CONFIG.replace("tests/test_softmax.py", "tests/test_softmax.py -x"))
+    s.handle_changes([(Change.modified, str(cfg_path))])
+    h.idle()
+    assert s.config_error is None
+    assert [e["reason"] for e in h.runs()] == ["config changed"]
+    # an edit that changes nothing the pipeline runs re-runs nothing
+    cfg_path.write_text(cfg_path.read_text() + "# a comment\n")
+    s.handle_changes([(Change.modified, str(cfg_path))])
+    h.idle()
+    assert len(h.runs()) == 1
+    s.stop()
+
+
+def test_history_is_on_disk_before_the_event_is_shown(proj):
+    cfg = load_config(proj / "config.yaml")
+    bus = EventBus()
+    seen = []
+    session = Session(cfg, DeviceInfo("cpu"), bus, jobs=1, execute=lambda r, st, d: StageResult(st, PASSED))
+    hist = session.history.path
+
+    def late_sink(e):  # like the dashboard: registered after the session
+        if e["event"] == "stage_finished":
+            lines = [json.loads(x) for x in hist.read_text().splitlines()]
+            seen.append(any(x.get("run_id") == e["run_id"] and x.get("stage") == e["stage"] for x in lines))
+
+    bus.subscribe(late_sink)
+    session.run_all()
+    assert session.scheduler.wait_idle(10)
+    assert seen == [True, True]
+    session.stop()
+
+
+def test_history_survives_a_torn_line(proj):
+    h = Harness(proj)
+    s = h.start()
+    s.run_all()
+    h.idle()
+    with open(s.history.path, "a") as f:
+        f.write('{"event": "stage_fini')  # a writer killed mid-line
+    recs = list(s.history.records())
+    assert len(recs) == 3 and recs[-1]["event"] == "run_finished"
+    last = s.history.last_by_candidate()
+    assert set(last["cands/softmax_v2.py"]) == {"preflight", "correctness"}
+    s.stop()
+
+
+def test_benchmark_policy_auto_and_benchmark_now(proj):
+    (proj / "config.yaml").write_text(
+        textwrap.dedent(CONFIG).replace("benchmark: never", "benchmark: manual")
+        + "    benchmark: tests/test_softmax.py\n"
+    )
+    h = Harness(proj)
+    s = h.start()
+    s.run_all()
+    h.idle()
+    assert h.runs()[-1]["stages"] == ["preflight", "correctness"]
+    s.benchmark_now()
+    h.idle()
+    assert h.runs()[-1]["stages"] == ["benchmark"]  # same bytes already passed correctness
+    (proj / "cands" / "softmax_v2.py").write_text("def my_softmax(x):\n    return x\n")
+    s.benchmark_now(["cands/softmax_v2.py"])
+    h.idle()
+    assert h.runs()[-1]["stages"] == ["preflight", "correctness", "benchmark"]
+    s.stop()

@@ -1,0 +1,305 @@
+"""Status decisions: exit code + report -> one status word (gemswatch.watch.status)."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from gemswatch.watch.status import (
+    ALL_SKIPPED,
+    CRASHED,
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    SUPERSEDED,
+    TIMEOUT,
+    UNCALLED,
+    Outcome,
+    decide,
+    gates,
+    overall_status,
+)
+
+OPS = ["softmax"]
+
+
+def ours(records, status="passed", uncalled=()):
+    return {
+        "schema_version": "gemswatch.correctness/v1",
+        "status": status,
+        "summary": {},
+        "overrides": [],
+        "uncalled": list(uncalled),
+        "records": records,
+    }
+
+
+def rec(nodeid, result="passed", calls=1, reason=None, message=None):
+    r = {"nodeid": nodeid, "params": {}, "result": result, "reason": reason, "candidate_calls": {"gemswatch.gems.softmax": calls}}
+    if message:
+        r["message"] = message
+    return r
+
+
+def pre(records):
+    return {"schema_version": "flaggems.preflight/v1", "records": records}
+
+
+def pcase(status="passed", override=True, count=1, op="softmax", error=None):
+    r = {"operator": op, "nodeid": "b.py::t", "case_id": f"c{count}{status}", "override": override, "count": count, "status": status}
+    if error:
+        r["error"] = error
+    return r
+
+
+def bench(cases, op="softmax"):
+    return {
+        "schema_version": "gemswatch.benchmark/v1",
+        "device": "cpu",
+        "interpreted": True,
+        "level": "core",
+        "benchmarks": [{"operator": op, "nodeid": "b.py::t", "candidate_source": "override", "cases": cases}],
+        "operators": {},
+    }
+
+
+def bcase(speedup=2.0, source="override", error=None):
+    return {"case_id": "x", "latency_base": 1.0, "latency": 0.5, "speedup": speedup, "candidate_source": source, "error": error}
+
+
+# -- process outcomes win over any report -----------------------------------
+
+
+def test_cancelled_is_superseded():
+    v = decide("correctness", Outcome(-2, cancelled=True, cancel_reason="superseded by x"), None, OPS)
+    assert (v.status, v.message) == (SUPERSEDED, "superseded by x")
+
+
+def test_timeout():
+    v = decide("preflight", Outcome(-9, timed_out=True, timeout_s=5), None, OPS)
+    assert v.status == TIMEOUT and "5 s" in v.message
+
+
+def test_killed_by_signal_is_crashed_with_its_name():
+    v = decide("correctness", Outcome(-signal.SIGSEGV), ours([rec("t")]), OPS)
+    assert v.status == CRASHED and "SIGSEGV" in v.message
+
+
+def test_usage_error_is_error_with_the_line():
+    log = "some noise\nERROR: --override: cannot import candidate c.py: SyntaxError at line 3\n\n"
+    v = decide("preflight", Outcome(4), None, OPS, log)
+    assert v.status == ERROR
+    assert v.message == "--override: cannot import candidate c.py: SyntaxError at line 3"
+
+
+def test_conftest_import_error_exit_4():
+    log = "ImportError while loading conftest '/p/tests/conftest.py'.\nE   ModuleNotFoundError: No module named 'x'\n"
+    v = decide("correctness", Outcome(4), None, OPS, log)
+    assert v.status == ERROR and "No module named 'x'" in v.message
+
+
+def test_exit_5_is_never_passed():
+    v = decide("correctness", Outcome(5), None, OPS, "no tests ran in 0.01s")
+    assert v.status == ERROR and "exit 5" in v.message
+
+
+def test_collection_error_exit_2_is_error():
+    log = "ERROR tests/test_x.py - NameError: name 'y' is not defined\nInterrupted: 1 error during collection\n"
+    v = decide("correctness", Outcome(2), None, OPS, log)
+    assert v.status == ERROR and "collection" in v.message
+
+
+def test_upstream_override_failure_exit_3_is_error():
+    log = "✗ Failed to override softmax\nINTERNALERROR> SystemExit: 1\n"
+    assert decide("correctness", Outcome(3), None, OPS, log).status == ERROR
+
+
+def test_internal_error_otherwise_crashed():
+    assert decide("correctness", Outcome(3), None, OPS, "INTERNALERROR> boom").status == CRASHED
+
+
+@pytest.mark.parametrize("rc", [0, 1])
+def test_missing_report_is_crashed(rc):
+    v = decide("correctness", Outcome(rc), None, OPS, "", report_error="no report file")
+    assert v.status == CRASHED and "without a valid report" in v.message
+
+
+def test_odd_exit_code_is_crashed():
+    assert decide("correctness", Outcome(70), ours([rec("t")]), OPS).status == CRASHED
+
+
+def test_spawn_error_is_error():
+    assert decide("correctness", Outcome(None, spawn_error="python9: not found"), None, OPS).status == ERROR
+
+
+# -- correctness ----------------------------------------------------------------
+
+
+def test_correctness_passed_counts_calls():
+    v = decide("correctness", Outcome(0), ours([rec("a", calls=2), rec("b", calls=3), rec("c", "skipped", 0)]), OPS)
+    assert v.status == PASSED
+    assert v.cases.to_dict() == {"passed": 2, "failed": 0, "skipped": 1, "total": 3}
+    assert v.candidate_calls == {"softmax": 5}
+
+
+def test_correctness_failed_names_first_failure():
+    r = [rec("a"), rec("t::b[fp16]", "failed", message="Mismatch 3/100, worst at (0, 2): 1.5 vs 1.0\nmore"), rec("c", "failed")]
+    v = decide("correctness", Outcome(1), ours(r, "failed"), OPS)
+    assert v.status == FAILED
+    assert v.first_failure == "t::b[fp16]"
+    assert v.message == "t::b[fp16]: Mismatch 3/100, worst at (0, 2): 1.5 vs 1.0"
+    assert "more" in v.detail
+
+
+def test_report_beats_exit_code_zero():
+    """A report that shows a failure is a failure even with exit 0."""
+    assert decide("correctness", Outcome(0), ours([rec("a", "failed")]), OPS).status == FAILED
+
+
+def test_all_skipped():
+    v = decide("correctness", Outcome(0), ours([rec("a", "skipped", 0, reason="needs cuda")], "all_skipped"), OPS)
+    assert v.status == ALL_SKIPPED and "needs cuda" in v.message
+
+
+def test_zero_calls_is_uncalled_even_with_exit_0():
+    v = decide("correctness", Outcome(0), ours([rec("a", calls=0), rec("b", calls=0)]), OPS)
+    assert v.status == UNCALLED and "never called" in v.message
+
+
+def test_declared_uncalled():
+    v = decide("correctness", Outcome(1), ours([rec("a")], "uncalled", ["gemswatch.gems.softmax"]), OPS)
+    assert v.status == UNCALLED
+
+
+def test_empty_records_is_not_passed():
+    v = decide("correctness", Outcome(0), ours([], "no_tests"), OPS)
+    assert v.status == ERROR
+
+
+def test_exit_1_without_failing_case_is_failed():
+    v = decide("correctness", Outcome(1), ours([rec("a")]), OPS, "E   teardown exploded\n")
+    assert v.status == FAILED and "teardown exploded" in v.message
+
+
+def test_setup_error_counts_as_failure():
+    v = decide("correctness", Outcome(1), ours([rec("a", "error", reason="fixture 'x' not found")]), OPS)
+    assert v.status == FAILED and "fixture" in v.message
+
+
+def test_upstream_correctness_format():
+    report = {
+        "tests/test_r.py::test_softmax[a]": {"params": {}, "result": "passed", "opname": ["softmax"], "reason": None, "candidate_calls": {"flag_gems.softmax": 4}},
+        "tests/test_r.py::test_softmax[b]": {"params": {}, "result": "passed", "opname": ["softmax"], "reason": None, "candidate_calls": {"flag_gems.softmax": 1}},
+    }
+    v = decide("correctness", Outcome(0), report, OPS)
+    assert v.status == PASSED and v.candidate_calls == {"softmax": 5}
+
+
+def test_upstream_unused_assertion_after_passing_report():
+    report = {"t::a": {"params": {}, "result": "passed", "opname": [], "reason": None, "candidate_calls": {"flag_gems.softmax": 0}}}
+    v = decide("correctness", Outcome(1), report, OPS, "AssertionError: operator softmax ... never invoked")
+    assert v.status == UNCALLED
+
+
+def test_upstream_setup_error_result_none():
+    report = {"t::a": {"params": {}, "result": None, "opname": [], "reason": None}}
+    assert decide("correctness", Outcome(1), report, OPS).status == FAILED
+
+
+def test_unknown_schema_is_crashed():
+    assert decide("correctness", Outcome(0), {"schema_version": "x/v9"}, OPS).status == CRASHED
+
+
+def test_calls_of_another_op_do_not_count():
+    r = [{"nodeid": "a", "result": "passed", "candidate_calls": {"gemswatch.gems.log_softmax": 3}}]
+    assert decide("correctness", Outcome(0), ours(r), OPS).status == UNCALLED
+
+
+# -- preflight ------------------------------------------------------------------
+
+
+def test_preflight_passed():
+    v = decide("preflight", Outcome(0), pre([pcase(), pcase()]), OPS)
+    assert v.status == PASSED and v.cases.passed == 2 and v.candidate_calls == {"softmax": 2}
+
+
+def test_preflight_failed_case():
+    v = decide("preflight", Outcome(1), pre([pcase(), pcase("failed", error="RuntimeError: boom\ntrace")]), OPS)
+    assert v.status == FAILED and "RuntimeError: boom" in v.message and v.cases.failed == 1
+
+
+def test_preflight_override_false_is_uncalled():
+    assert decide("preflight", Outcome(0), pre([pcase(override=False)]), OPS).status == UNCALLED
+
+
+def test_preflight_count_zero_is_uncalled():
+    assert decide("preflight", Outcome(0), pre([pcase(count=0)]), OPS).status == UNCALLED
+
+
+def test_preflight_other_operator_only_is_uncalled():
+    assert decide("preflight", Outcome(0), pre([pcase(op="log_softmax")]), OPS).status == UNCALLED
+
+
+def test_preflight_empty_is_failed():
+    assert decide("preflight", Outcome(1), pre([]), OPS).status == FAILED
+
+
+def test_preflight_missing_records_key():
+    assert decide("preflight", Outcome(0), {"schema_version": "flaggems.preflight/v1"}, OPS).status == CRASHED
+
+
+# -- benchmark ------------------------------------------------------------------
+
+
+def test_benchmark_geomean():
+    v = decide("benchmark", Outcome(0), bench([bcase(2.0), bcase(8.0)]), OPS)
+    assert v.status == PASSED
+    assert v.speedup == pytest.approx(4.0)
+    assert v.speedups == {"softmax": pytest.approx(4.0)}
+
+
+def test_benchmark_not_override_is_uncalled():
+    assert decide("benchmark", Outcome(0), bench([bcase(source=None)]), OPS).status == UNCALLED
+
+
+def test_benchmark_case_error_is_failed():
+    v = decide("benchmark", Outcome(1), bench([bcase(), bcase(error="did not invoke")]), OPS)
+    assert v.status == FAILED and "did not invoke" in v.message
+
+
+def test_benchmark_no_cases_is_failed():
+    assert decide("benchmark", Outcome(0), bench([]), OPS).status == FAILED
+
+
+def test_benchmark_upstream_format():
+    report = {
+        "softmax": {
+            "details": [{"op_name": "softmax", "dtype": "torch.float16", "result": [{"speedup": 1.5, "candidate_source": "override"}]}],
+            "result": "passed",
+            "reason": None,
+            "test_case": "b.py::test_softmax",
+        }
+    }
+    v = decide("benchmark", Outcome(0), report, OPS)
+    assert v.status == PASSED and v.speedup == pytest.approx(1.5)
+
+
+# -- gating and run status ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "status,gated",
+    [(PASSED, False), (ALL_SKIPPED, False), (NOT_RUN, False), (FAILED, True), (ERROR, True), (UNCALLED, True), (CRASHED, True), (TIMEOUT, True)],
+)
+def test_gates(status, gated):
+    assert gates(status) is gated
+
+
+def test_overall_status():
+    assert overall_status([PASSED, PASSED]) == PASSED
+    assert overall_status([PASSED, ALL_SKIPPED, PASSED]) == ALL_SKIPPED
+    assert overall_status([ERROR, NOT_RUN]) == ERROR
+    assert overall_status([PASSED, FAILED, NOT_RUN]) == FAILED
+    assert overall_status([]) == NOT_RUN
