@@ -19,11 +19,17 @@ While a gems function runs, every ATen call the same thread makes to a key we
 registered goes straight to torch's kernel: a launcher, a candidate or
 Triton's interpreter using ``torch.add`` on CPU tensors cannot recurse into
 gems.
+
+A key is registered only where torch has a kernel of its own for the device
+(backend or CompositeExplicitAutograd): ``_fused_rms_norm`` is registered on
+CUDA, where ``F.rms_norm`` reaches it, but not on CPU, where torch 2.13 has it
+only as a composite and lacks the CPU backward a backend kernel would need.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 import threading
 import warnings
@@ -349,6 +355,22 @@ _LIVE: list[_Registration] = []  # newest last
 _ENABLED: _Registration | None = None  # the one made by enable()/only_enable() without lib
 
 
+# torch.library can refuse a second Python kernel for the same op and
+# dispatch key (a Python-side check on its private ``_impls`` set; torch 2.11
+# refuses unless ``allow_override=True``, older versions have no switch),
+# although the dispatcher itself allows it: the newest kernel wins and
+# destroying it restores the previous one. Nested use_gems() relies on that.
+_IMPL_OVERRIDES = "allow_override" in inspect.signature(torch.library.Library.impl).parameters
+
+
+def _impl(lib, key: str, kernel, dispatch_key: str) -> None:
+    if _IMPL_OVERRIDES:
+        lib.impl(key, kernel, dispatch_key, with_keyset=True, allow_override=True)
+        return
+    getattr(torch.library, "_impls", set()).discard(f"aten/{key}/{dispatch_key}")
+    lib.impl(key, kernel, dispatch_key, with_keyset=True)
+
+
 def _register(lib, keys: set[str], config: tuple[OpEntry, ...]) -> _Registration:
     dispatch_key = _dispatch_key()
     plan = []
@@ -362,7 +384,7 @@ def _register(lib, keys: set[str], config: tuple[OpEntry, ...]) -> _Registration
         # the whole point here.
         warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
         for entry, kernel in kernels:
-            lib.impl(entry.key, kernel, dispatch_key, with_keyset=True)
+            _impl(lib, entry.key, kernel, dispatch_key)
     ops = tuple(dict.fromkeys(entry.fn.__name__ for entry, _ in plan))
     record = _Registration(lib, tuple(entry.key for entry, _ in plan), ops)
     _LIVE.append(record)

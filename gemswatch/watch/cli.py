@@ -248,7 +248,7 @@ class _Output:
 
 
 def _install_signals(stop: threading.Event) -> Callable[[], None]:
-    """SIGINT/SIGTERM set ``stop``; a second one kills the stages at once."""
+    """SIGINT/SIGTERM/SIGHUP set ``stop``; a second one kills the stages at once."""
     from .runner import kill_all
 
     hits = {"n": 0}
@@ -259,12 +259,13 @@ def _install_signals(stop: threading.Event) -> Callable[[], None]:
         if hits["n"] >= 2:
             kill_all(0)
 
-    old_int = signal.signal(signal.SIGINT, handler)
-    old_term = signal.signal(signal.SIGTERM, handler)
+    # SIGHUP too: closing the terminal must not leave stages running
+    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+    old = {sig: signal.signal(sig, handler) for sig in sigs}
 
     def restore() -> None:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
     return restore
 
@@ -428,6 +429,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _err(f"gemswatch run: no mapped candidate exists in {cfg.watch}: add files under `candidates:` in {cfg.path.name}")
             return 2
     session, bus, out, device = _session(args, cfg, None, only=[c.rel for c in targets])
+    out.state.footer = "gemswatch run: every file once, then exit · Ctrl-C stops"
     stop = threading.Event()
     restore_signals = _install_signals(stop)
     runs = [session.trigger(c.path, "run", force=True) for c in targets]

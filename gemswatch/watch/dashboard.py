@@ -86,6 +86,7 @@ class DashboardState:
     recent_failure: str | None = None
     done: bool = False
     version: int = 0  # bumped on every change, so an idle screen is not redrawn
+    footer: str = "r rerun all · f rerun failed · b benchmark · ↑/↓ select · q quit"
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # -- the reducer ----------------------------------------------------------
@@ -321,7 +322,8 @@ def render(state: DashboardState) -> RenderableType:
         parts.append(Panel(body, title=f"{focus}", border_style="red"))
     for n in state.notes:
         parts.append(Text(n, style="yellow"))
-    parts.append(Text("r rerun all · f rerun failed · b benchmark · ↑/↓ select · q quit", style="dim"))
+    if state.footer:
+        parts.append(Text(state.footer, style="dim"))
     return Group(*parts)
 
 

@@ -68,6 +68,7 @@ class StageResult:
     command: list[str] = field(default_factory=list)
     device: str | None = None
     log_tail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # more event fields (speedups, first_failure, ...)
 
     def event_fields(self) -> dict[str, Any]:
         return {

@@ -269,7 +269,7 @@ class Scheduler:
 
             result = StageResult(stage, CRASHED, message=f"gemswatch internal error: {type(e).__name__}: {e}")
         run.results[stage] = result
-        self.emit("stage_finished", **run_fields(run), **result.event_fields(), **getattr(result, "extra", {}))
+        self.emit("stage_finished", **run_fields(run), **result.event_fields(), **result.extra)
         nxt = run.stages.index(stage) + 1
         if result.status == SUPERSEDED or run.cancel.is_set():
             self._finish_run(run)

@@ -136,7 +136,7 @@ class Session:
             extra["speedups"] = {k: round(v, 4) for k, v in result.speedups.items()}
             with self._lock:
                 extra["speedup_prev"] = self._speedup_prev.get(run.candidate.rel)
-        result.extra = extra  # type: ignore[attr-defined]
+        result.extra.update(extra)
         return result
 
     # -- runs -----------------------------------------------------------------

@@ -169,7 +169,12 @@ class BenchmarkPlugin:
             unknown = sorted(set(o.case_ids) - set(self.available))
             missed = sorted(set(o.case_ids) - set(unknown) - self.executed - self.reference_skipped)
             if unknown or missed:
-                self.problems.append(f"case selection failed: unknown={unknown}; not_executed={missed}")
+                hint = (
+                    f"; ids depend on the checkout, --level ({o.level}) and --dtypes: list them with the same options"
+                    if unknown
+                    else ""
+                )
+                self.problems.append(f"case selection failed: unknown={unknown}; not_executed={missed}{hint}")
                 selection_failed = True
         if o.calls_candidate and self.reached_candidate and self.overrides is not None:
             for message in self.overrides.uncalled_messages():
