@@ -332,7 +332,7 @@ def test_unknown_case_id_fails(project, extra):
     result = run(project, "--preflight-only", "--level", "core", *OVERRIDE, "--case-id", "softmax-float32-0",
                  "--output", "pre.json", *extra)
     assert result.ret == 1  # also when nothing was collected (5 becomes 1)
-    result.stdout.fnmatch_lines([lit("*case selection failed: unknown=['softmax-float32-0']; not_executed=[]")])
+    result.stdout.fnmatch_lines([lit("*case selection failed: unknown=['softmax-float32-0']; not_executed=[]; ids depend on*")])
     assert load(project, "pre.json")["records"] == []
 
 
