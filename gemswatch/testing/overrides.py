@@ -9,17 +9,14 @@ taken at sessionfinish so it reaches the exit code and the report.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from ..cli_override import add_override_arguments, apply_overrides_from_args, format_overrides
 from ..dynamic_registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
+from ._atomic import write_json_atomic
 
 __all__ = ["SessionOverrides", "add_report_options", "write_json_atomic"]
 
@@ -36,25 +33,6 @@ def add_report_options(parser: pytest.Parser) -> None:
             group.addoption(name, **kwargs)
         except ValueError:
             pass  # already added by the other plugin in a mixed run
-
-
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temp file in the same
-    folder and ``os.replace``, so readers never see a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 _SESSION_KEY = pytest.StashKey["SessionOverrides"]()

@@ -7,12 +7,9 @@ sees the old report or the new one, never a mix or a merge.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..overrides import write_json_atomic
+from .._atomic import write_json_atomic, write_text_atomic
 from .cases import CASE_LIST_SCHEMA, CaseList
 from .reference import REFERENCE_SCHEMA
 from .runner import geomean
@@ -31,22 +28,6 @@ __all__ = [
 
 BENCHMARK_SCHEMA = "gemswatch.benchmark/v1"
 PREFLIGHT_SCHEMA = "flaggems.preflight/v1"
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def case_list_report(case_lists: Iterable[CaseList]) -> dict[str, Any]:
