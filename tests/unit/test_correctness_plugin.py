@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from gemswatch.testing import overrides as overrides_module
+from gemswatch.testing import _atomic as atomic_module
 from gemswatch.testing.correctness import SCHEMA
 from gemswatch.testing.overrides import write_json_atomic
 
@@ -373,7 +373,7 @@ def test_write_json_atomic_keeps_the_old_file_when_writing_fails(tmp_path, monke
     def fail(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(overrides_module.os, "replace", fail)
+    monkeypatch.setattr(atomic_module.os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
         write_json_atomic(target, {"schema_version": "x", "n": 2})
     assert json.loads(target.read_text()) == {"schema_version": "x", "n": 1}
