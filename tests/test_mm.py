@@ -56,7 +56,9 @@ def test_mm_transposed(layout, dtype):
     assert_close(gems.mm(a, b), _ref_mm(a, b), dtype, reduce_len=K)
 
 
-@pytest.mark.mm
+# Marked addmm, the operator it calls: a case must run the candidate of the
+# operator its marker names (the per-case invocation check).
+@pytest.mark.addmm
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_mm_tma_kernel(monkeypatch, layout, dtype):

@@ -11,6 +11,12 @@ decides the session's verdict at sessionfinish:
   non-zero with one line naming the operator;
 - ``failed`` / ``passed`` otherwise.
 
+Integrity (docs/integrity.md): each candidate is called through a guard that
+checks the operator's contract and the watchlist of verdict functions; a
+passing case that tests an overridden operator (its marker) must have called
+that operator's candidate. A failed check fails the case with
+``IntegrityError: integrity check '<name>' failed: ...``.
+
 With ``--record json`` the report (schema ``gemswatch.correctness/v1``) is
 written atomically to ``--output`` (default ``accuracy_result.json``).
 """
@@ -22,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from .integrity import IntegrityError
 from .overrides import SessionOverrides, add_report_options, write_json_atomic
 
 __all__ = ["CorrectnessPlugin", "SCHEMA"]
@@ -85,13 +92,56 @@ class CorrectnessPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
         before = self.overrides.counts()
+        logged = len(self.overrides.violations)
         try:
-            return (yield)
-        finally:
-            after = self.overrides.counts()
-            case = self.cases.get(item.nodeid)
-            if case is not None:
-                case.candidate_calls = {name: n - before.get(name, 0) for name, n in after.items()}
+            result = yield
+        except BaseException as e:
+            self._record_calls(item, before)
+            new = self.overrides.violations[logged:]
+            if new and e is not new[0] and not isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise new[0] from e  # an integrity failure outranks what followed it
+            raise
+        self._record_calls(item, before)
+        new = self.overrides.violations[logged:]
+        if new:
+            raise new[0]  # the test caught the guard's exception; the case still fails
+        self._check_invocation(item)
+        return result
+
+    def _record_calls(self, item: pytest.Item, before: dict[str, int]) -> None:
+        after = self.overrides.counts()
+        case = self.cases.get(item.nodeid)
+        if case is not None:
+            case.candidate_calls = {name: n - before.get(name, 0) for name, n in after.items()}
+
+    def _check_invocation(self, item: pytest.Item) -> None:
+        """A passing case that tests an overridden operator (by its marker)
+        must have called that operator's candidate."""
+        case = self.cases.get(item.nodeid)
+        if case is None or case.candidate_calls is None:
+            return
+        for row in self.overrides.rows():
+            op = row["operator"]
+            if not row["file"] or row["module"] != self.overrides.module_name or op not in case.opname:
+                continue
+            if case.candidate_calls.get(row["target"], 0) == 0:
+                raise IntegrityError(
+                    "invocation",
+                    f"this case tests {op} (marker '{op}') but never called the candidate {row['function']} "
+                    f"from {row['file']}; every case of an overridden operator must run its candidate "
+                    f"(was {row['target']} replaced, or does the test call something else?)",
+                )
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The tests' own helpers (reference functions, the comparison helper
+        # they imported by name) join the watchlist of verdict functions.
+        watch = self.overrides.watch
+        if watch is None:
+            return
+        for item in session.items:
+            module = getattr(item, "module", None)
+            if module is not None:
+                watch.add_module(module)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -131,6 +181,8 @@ class CorrectnessPlugin:
             return "uncalled", f"{'; '.join(uncalled)} (by the {ran} tests that ran)"
         if s["failed"] or s["errors"]:
             return "failed", f"{s['failed']} failed, {s['errors']} errors of {s['total']} tests"
+        if self.overrides.violations:  # e.g. raised in a fixture, outside any test call
+            return "failed", str(self.overrides.violations[0])
         return "passed", None
 
     @pytest.hookimpl(trylast=True)
@@ -166,6 +218,7 @@ class CorrectnessPlugin:
             "summary": self.summary(),
             "overrides": overrides,
             "uncalled": self.overrides.uncalled(),
+            "integrity": [str(v) for v in self.overrides.violations],
             "records": [c.to_dict() for c in self.cases.values()],
         }
         write_json_atomic(self.config.option.output or DEFAULT_OUTPUT, report)
@@ -192,6 +245,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     overrides = SessionOverrides.install(config)
+    overrides.guard_candidates()
     plugin = CorrectnessPlugin(config, overrides)
     config.stash[_PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "gemswatch-correctness")

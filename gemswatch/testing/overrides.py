@@ -9,6 +9,7 @@ taken at sessionfinish so it reaches the exit code and the report.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any, Callable
 
@@ -17,6 +18,7 @@ import pytest
 from ..cli_override import add_override_arguments, apply_overrides_from_args, format_overrides
 from ..dynamic_registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 from ._atomic import write_json_atomic
+from .integrity import IntegrityError, Watchlist, guard
 
 __all__ = ["SessionOverrides", "add_report_options", "write_json_atomic"]
 
@@ -41,9 +43,12 @@ _SESSION_KEY = pytest.StashKey["SessionOverrides"]()
 class SessionOverrides:
     """A pytest session's overrides, from --override / --override-config."""
 
-    def __init__(self, registry: DynamicOpOverride | None, module_name: str) -> None:
+    def __init__(self, registry: DynamicOpOverride | None, module_name: str, watch: Watchlist | None = None) -> None:
         self.registry = registry
         self.module_name = module_name
+        # What the verdict depends on, as it was before any candidate loaded.
+        self.watch = watch
+        self.violations: list[IntegrityError] = []  # every integrity failure, in order
 
     @staticmethod
     def add_options(parser: pytest.Parser) -> None:
@@ -67,12 +72,23 @@ class SessionOverrides:
         module_name = getattr(option, "override_module", None) or DEFAULT_MODULE
         wanted = getattr(option, "override", None) or getattr(option, "override_config", None)
         registry = None
+        watch = None
         if wanted:
+            try:  # the operator library (and torch) first: its functions are not the candidate's doing
+                importlib.import_module(module_name)
+            except Exception:
+                pass  # apply_overrides_from_args reports it
+            watch = Watchlist.snapshot()
             try:
                 registry = apply_overrides_from_args(option, DynamicOpOverride())
             except OverrideError as e:
                 raise pytest.UsageError(f"--override: {e}") from None
-        session = cls(registry, module_name)
+            try:
+                watch.check((), "loading the candidate " + ", ".join(sorted({r["file"] for r in registry.describe() if r["file"]})))
+            except IntegrityError as e:
+                registry.restore_all(allow_unused=True)
+                raise pytest.UsageError(f"--override: {e}") from None
+        session = cls(registry, module_name, watch)
         config.stash[_SESSION_KEY] = session
         if getattr(option, "list_overrides", False):
             print("\n".join(format_overrides(registry)), flush=True)
@@ -125,6 +141,34 @@ class SessionOverrides:
     def uncalled_messages(self) -> list[str]:
         """One explanation per never-called candidate, naming operator, file and fix."""
         return list(self.registry.unused().values()) if self.registry else []
+
+    def guard_candidates(self) -> None:
+        """Put an integrity guard (:func:`.integrity.guard`) in front of every
+        file-loaded candidate installed in the module, so each call through
+        ``<module>.<op>`` checks the operator's contract and the watchlist.
+        ``candidate()`` still answers the registry's counting wrapper, and
+        ``restore()`` puts the original operators back as usual."""
+        if not self.registry:
+            return
+        module = sys.modules.get(self.module_name)
+        for row in self.rows():
+            if not row["file"] or row["module"] != self.module_name or module is None:
+                continue
+            op = row["operator"]
+            installed = self.registry.get_override(op, self.module_name)
+            if getattr(module, op, None) is installed:
+                setattr(module, op, guard(op, row["target"], installed, self.watch, self.violations))
+
+    def check_patched(self, since: list[str] | tuple[str, ...], what: str) -> None:
+        """Raise IntegrityError('patched') (and log it) if something on the
+        watchlist changed since ``since`` (an earlier ``watch.changed()``)."""
+        if self.watch is None:
+            return
+        try:
+            self.watch.check(since, what)
+        except IntegrityError as e:
+            self.violations.append(e)
+            raise
 
     def header_lines(self) -> list[str]:
         return [f"override: {line}" for line in format_overrides(self.registry)] if self.rows() else []

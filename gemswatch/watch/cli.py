@@ -43,6 +43,7 @@ examples:
   gemswatch history softmax             past results and a speedup leaderboard
   gemswatch new rms_norm rms_norm_v3    start a candidate from the current gems kernel
   gemswatch --config ../FlagGems/config.yaml   drive another checkout
+  gemswatch --cold                      start every stage as a fresh interpreter (no warm pool)
 
 dashboard keys: r rerun all, f rerun failed, b benchmark now, up/down select, q quit
 """
@@ -58,6 +59,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="benchmark policy (default: config's `benchmark:`); manual runs it on `b`",
     )
     g.add_argument("--jobs", type=_positive_int, metavar="N", default=None, help="stages at once (default: CPUs on CPU, GPUs on CUDA)")
+    g.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every stage as a fresh interpreter (no warm pool; default: config's `warm:`)",
+    )
     out = g.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     out.add_argument("--plain", action="store_true", help="one line per finished stage (default off a terminal)")
@@ -289,10 +295,20 @@ def _session(args: argparse.Namespace, cfg: Config, watch_override: Path | None,
         jobs=args.jobs,
         benchmark=args.benchmark,
         watch_override=watch_override,
+        warm=False if getattr(args, "cold", False) else None,
     )
     out = _Output(args, bus, cfg, device, session.jobs, session.policy)
     session.notify = out.note
     state = out.state
+    if session.warm is not None:
+
+        def show_warm(text: str) -> None:
+            with state.lock:
+                state.warm = text
+                state.version += 1
+
+        session.warm.listeners.append(show_warm)
+        show_warm(session.warm.state)
 
     def refresh_rows() -> None:
         with state.lock:
@@ -372,6 +388,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         benchmark=session.policy,
         candidates=[{"candidate": c.rel, "operators": dict(c.operators)} for c in session.candidates()],
         pid=os.getpid(),
+        warm=session.warm is not None and session.warm.active,
     )
     loop = threading.Thread(
         target=watch_loop,
@@ -482,9 +499,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     console = _console()
     cmap = CandidateMap(cfg)
     policy = args.benchmark or cfg.benchmark
+    if args.cold or not cfg.warm:
+        start = "cold (every stage a fresh interpreter: " + ("--cold)" if args.cold else f"warm: false in {cfg.path.name})")
+    else:
+        start = "warm (forked from a pool that preloads " + (", ".join(cfg.preload) or "nothing") + ")"
     console.print(
         f"config {cfg.path}\nproject {cfg.project}\nwatching {cfg.watch}\n"
-        f"python {cfg.python}\nbenchmark {policy} (level {cfg.level}); a save runs: {' -> '.join(pipeline_stages(policy))}",
+        f"python {cfg.python}\nbenchmark {policy} (level {cfg.level}); a save runs: {' -> '.join(pipeline_stages(policy))}\n"
+        f"stages start {start}",
         soft_wrap=True,
         markup=False,
     )

@@ -29,6 +29,7 @@ __all__ = [
     "ConfigError",
     "ConfigIssue",
     "OperatorSpec",
+    "default_preload",
     "load_config",
     "split_selection",
 ]
@@ -50,7 +51,8 @@ _TOP_KEYS = {
     "env": "extra environment variables for the stages",
     "candidates": "glob -> {operator: function}",
     "operators": "operator -> {tests, benchmark, marker}",
-    "preload": "modules a warm stage process imports in advance",
+    "preload": "modules the warm pool imports once for every stage",
+    "warm": "fork stages from a warm pool (true) or start each cold (false)",
 }
 _OP_KEYS = ("tests", "benchmark", "marker")
 _GLOB_CHARS = set("*?[")
@@ -121,6 +123,7 @@ class Config:
     candidates: tuple[CandidateRule, ...]
     operators: dict[str, OperatorSpec]
     preload: tuple[str, ...] = ()
+    warm: bool = True
     warnings: tuple[ConfigIssue, ...] = ()
     text_sha256: str = ""
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
@@ -384,13 +387,13 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
             else:
                 env[k] = "" if v is None else str(v)
 
-    preload: tuple[str, ...] = ()
-    pv = data.get("preload")
-    if pv is not None:
-        if not isinstance(pv, list) or not all(isinstance(x, str) for x in pv):
-            ck.issue(("preload",), "expected a list of module names", "write `preload: [torch, triton]`")
-        else:
-            preload = tuple(pv)
+    warm_v = data.get("warm", True)
+    warm = True
+    if not isinstance(warm_v, bool):
+        ck.issue(("warm",), f"expected true or false, got {warm_v!r}", "write `warm: true` or `warm: false`")
+    else:
+        warm = warm_v
+    preload = _check_preload(ck, data, module)
 
     operators = _check_operators(ck, data.get("operators"), project)
     candidates = _check_candidates(ck, data.get("candidates"), watch, operators)
@@ -413,10 +416,52 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
         candidates=candidates,
         operators=operators,
         preload=preload,
+        warm=warm,
         warnings=tuple(ck.warnings),
         text_sha256=hashlib.sha256(text.encode()).hexdigest(),
         lines=lines,
     )
+
+
+def default_preload(module: str) -> tuple[str, ...]:
+    """The preload list when config.yaml names none: the operator library
+    first (on a CPU machine gemswatch.gems selects Triton's interpreter before
+    triton is imported), then torch, triton and pytest."""
+    out: list[str] = []
+    for name in (module, "torch", "triton", "pytest"):
+        if name and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _check_preload(ck: _Checker, data: dict, module: str) -> tuple[str, ...]:
+    """``preload:`` as module names (default: the operator library, torch, triton, pytest)."""
+    if "preload" not in data:
+        return default_preload(module)
+    pv = data.get("preload")
+    if pv is None:
+        return ()
+    if not isinstance(pv, list) or not all(isinstance(x, str) for x in pv):
+        ck.issue(("preload",), "expected a list of module names", f"write `preload: [{module}, torch, triton, pytest]`")
+        return default_preload(module)
+    out: list[str] = []
+    for i, name in enumerate(pv):
+        if not name or not all(part.isidentifier() for part in name.split(".")):
+            ck.issue(("preload", i), f"{name!r} is not a module name", "write dotted module names, e.g. torch or gemswatch.gems")
+        elif name in out:
+            ck.issue(("preload", i), f"{name} is listed twice", "list each module once")
+        else:
+            out.append(name)
+    # The operator library may set the environment triton reads at import
+    # (gemswatch.gems selects Triton's interpreter on a CPU machine).
+    if "triton" in out and module in out and out.index("triton") < out.index(module):
+        ck.issue(
+            ("preload",),
+            f"triton is preloaded before {module}, which may set TRITON_INTERPRET when it is imported",
+            f"list {module} before triton",
+            warn=True,
+        )
+    return tuple(out)
 
 
 def _check_operators(ck: _Checker, ov: Any, project: Path) -> dict[str, OperatorSpec]:

@@ -78,6 +78,7 @@ class DashboardState:
     device: str = ""
     jobs: int = 1
     benchmark: str = "manual"
+    warm: str = ""  # the warm-start state line ("warm: pool ... ready", "cold: why")
     config_error: str | None = None
     rows: dict[str, Row] = field(default_factory=dict)
     notes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=3))
@@ -271,6 +272,8 @@ def render(state: DashboardState) -> RenderableType:
     head.append(f"watching {state.watch}", style="cyan")
     head.append(f" · project {state.project} · {state.device} · jobs {state.jobs} · benchmark {state.benchmark}", style="dim")
     parts: list[RenderableType] = [head]
+    if state.warm:
+        parts.append(Text(state.warm, style="dim" if state.warm.startswith("warm") else "yellow"))
     if state.config_error:
         parts.append(
             Panel(Text(state.config_error, style="red"), title="config.yaml error - keeping the last good config", border_style="red")

@@ -3,25 +3,31 @@
 Each stage is a fresh ``python -m pytest`` process in the project root with
 one ``--override op:SNAPSHOT:func`` per mapped operator, where SNAPSHOT is
 the copy of the candidate's bytes taken when the save was seen. Its command
-line, log and report stay in the run folder.
+line, log and report stay in the run folder. With warm start the process is
+forked from the warm pool (``warmstart``) instead of started cold; the
+command line, log and report are the same.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Config
 from .mapping import Candidate, selection_for
 from .runner import run_process
 from .status import NOT_RUN, Cases, Outcome, Verdict, decide
 
-__all__ = ["Run", "StageResult", "stage_command", "stage_env", "execute_stage", "LOG_TAIL_BYTES"]
+if TYPE_CHECKING:
+    from .warmstart import WarmStarter
+
+__all__ = ["Run", "StageResult", "base_env", "stage_command", "stage_env", "execute_stage", "LOG_TAIL_BYTES"]
 
 LOG_TAIL_BYTES = 64 * 1024
 
@@ -46,6 +52,7 @@ class Run:
     state: str = "queued"  # queued | running | done
     next_index: int = 0
     started: float | None = None
+    snapshot_bytes: bytes | None = field(default=None, repr=False)  # kept by the first stage
 
 
 @dataclass
@@ -68,6 +75,7 @@ class StageResult:
     command: list[str] = field(default_factory=list)
     device: str | None = None
     log_tail: str = ""
+    warm: bool = False  # forked from the warm pool
     extra: dict[str, Any] = field(default_factory=dict)  # more event fields (speedups, first_failure, ...)
 
     def event_fields(self) -> dict[str, Any]:
@@ -82,6 +90,7 @@ class StageResult:
             "report": self.report,
             "log": self.log,
             "message": self.message,
+            "warm": self.warm,
         }
 
 
@@ -103,20 +112,27 @@ def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Pa
     return cmd
 
 
-def stage_env(config: Config, candidate: Candidate, run_id: str, stage: str, device: str | None) -> dict[str, str]:
-    """The environment of a stage: ours, the config's ``env``, the device."""
+def base_env(config: Config) -> dict[str, str]:
+    """The environment every stage of ``config`` shares: ours and the config's ``env``."""
     env = dict(os.environ)
     env.update(config.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    # No colour codes in the log files.
+    env["PY_COLORS"] = "0"
+    return env
+
+
+def stage_env(config: Config, candidate: Candidate, run_id: str, stage: str, device: str | None) -> dict[str, str]:
+    """The environment of a stage: :func:`base_env` plus the candidate's
+    folder on PYTHONPATH, the run and stage, and the device."""
+    env = base_env(config)
     # The snapshot lives in the run folder; sibling helpers stay importable.
     extra = str(candidate.path.parent)
     env["PYTHONPATH"] = extra + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
     env["GEMSWATCH_RUN_ID"] = run_id
     env["GEMSWATCH_STAGE"] = stage
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
-    # No colour codes in the log files.
-    env["PY_COLORS"] = "0"
     return env
 
 
@@ -157,8 +173,27 @@ def not_run_result(stage: str, message: str) -> StageResult:
     return StageResult(stage, NOT_RUN, message=message)
 
 
-def execute_stage(run: Run, stage: str, device: str | None, on_start=None) -> StageResult:
-    """Run one stage of ``run`` and classify it. Never raises for a bad candidate."""
+def _keep_snapshot(run: Run) -> None:
+    """Make sure this stage tests the saved bytes: a candidate may delete or
+    rewrite its own file (the snapshot) while an earlier stage runs it."""
+    try:
+        data = run.snapshot.read_bytes()
+    except OSError:
+        data = None
+    if data is not None and hashlib.sha256(data).hexdigest() == run.sha256:
+        if run.snapshot_bytes is None:
+            run.snapshot_bytes = data
+        return
+    if run.snapshot_bytes is not None:
+        run.snapshot.parent.mkdir(parents=True, exist_ok=True)
+        run.snapshot.write_bytes(run.snapshot_bytes)
+
+
+def execute_stage(run: Run, stage: str, device: str | None, on_start=None, warm: "WarmStarter | None" = None) -> StageResult:
+    """Run one stage of ``run`` and classify it. Never raises for a bad candidate.
+
+    With ``warm`` the stage process is forked from the warm pool when it can be.
+    """
     config = run.config
     report = run.run_dir / f"{stage}.json"
     log = run.run_dir / f"{stage}.log"
@@ -166,6 +201,7 @@ def execute_stage(run: Run, stage: str, device: str | None, on_start=None) -> St
     if cmd is None:
         kind = "tests" if stage == "correctness" else "benchmark"
         return not_run_result(stage, f"no {kind} selection for {', '.join(run.candidate.ops)} in config.yaml")
+    _keep_snapshot(run)
     (run.run_dir / f"{stage}.cmd").write_text(shlex.join(cmd) + "\n", encoding="utf-8")
     try:
         report.unlink()
@@ -182,6 +218,7 @@ def execute_stage(run: Run, stage: str, device: str | None, on_start=None) -> St
         grace=config.grace,
         cancel_reason=lambda: run.cancel_reason,
         on_start=on_start,
+        warm=warm,
     )
     tail = _read_tail(log)
     data, report_error = (None, None) if outcome.cancelled or outcome.timed_out else _read_report(report)
@@ -203,4 +240,5 @@ def execute_stage(run: Run, stage: str, device: str | None, on_start=None) -> St
         command=cmd,
         device=device,
         log_tail=_unsnapshot(tail[-4000:], run),
+        warm=outcome.warm,
     )

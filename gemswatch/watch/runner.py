@@ -4,7 +4,13 @@ The child starts a new session (``start_new_session=True``), so Ctrl-C in
 the terminal never reaches it and everything it spawns shares its group.
 Stopping sends SIGINT to the group (pytest then restores and writes its
 summary), waits ``grace`` seconds, then SIGKILLs the group. After the leader
-exits the group is SIGKILLed once more so no straggler survives its stage.
+exits the group is SIGKILLed once more so no straggler survives its stage,
+and processes it started in other sessions are found by their environment
+and killed too (``_stagecare``), as is a stage whose log passes the output
+limit.
+
+A warm stage (forked by the warm pool, see ``warmstart``) is driven the same
+way: it leads its own session too, and the pool reports its exit status.
 """
 
 from __future__ import annotations
@@ -15,13 +21,18 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from . import _stagecare as care
 from .status import Outcome
+
+if TYPE_CHECKING:
+    from .warmstart import WarmStarter
 
 __all__ = ["run_process", "stop_group", "kill_all", "live_groups"]
 
 _live: dict[int, subprocess.Popen] = {}
+_markers: dict[int, tuple[bytes, ...] | None] = {}  # pid -> its stage's environment marker
 _live_lock = threading.Lock()
 
 
@@ -59,6 +70,7 @@ def kill_all(grace: float = 0.0) -> None:
     """Stop every running stage (used at exit)."""
     with _live_lock:
         procs = list(_live.values())
+        markers = [_markers.get(p.pid) for p in procs]
     for p in procs:
         if p.poll() is None:
             _signal_group(p.pid, signal.SIGINT)
@@ -70,6 +82,13 @@ def kill_all(grace: float = 0.0) -> None:
         except subprocess.TimeoutExpired:
             pass
         _signal_group(p.pid, signal.SIGKILL)
+    for marker in markers:
+        care.kill_marked(marker)
+
+
+def _finished(proc) -> bool:
+    """The stage process ended (or, for a warm stage, its pool vanished)."""
+    return proc.poll() is not None or getattr(proc, "lost", False)
 
 
 def run_process(
@@ -84,37 +103,57 @@ def run_process(
     cancel_reason: Callable[[], str] | None = None,
     on_start: Callable[[int], None] | None = None,
     poll_interval: float = 0.05,
+    warm: "WarmStarter | None" = None,
 ) -> Outcome:
     """Run ``cmd`` to completion, a timeout, or a cancellation.
 
     stdout and stderr both go to ``log_path`` (never to the terminal); stdin
-    is empty. Returns an Outcome; never raises for a failing child.
+    is empty. With ``warm``, a ``python -m pytest`` command is forked from the
+    warm pool when it can be (``Outcome.warm``), else started cold; a warm
+    stage whose pool dies under it is run again cold. Returns an Outcome;
+    never raises for a failing child.
     """
     start = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=str(cwd),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as e:
-            return Outcome(None, time.monotonic() - start, spawn_error=f"{cmd[0]}: {e.strerror or e}")
+        proc = None
+        if warm is not None:
+            proc = warm.spawn(cmd, cwd, env, log.fileno(), cancel)
+            if proc is None and cancel.is_set():
+                return Outcome(
+                    None,
+                    time.monotonic() - start,
+                    cancelled=True,
+                    cancel_reason=cancel_reason() if cancel_reason else "",
+                )
+        if proc is None:
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=str(cwd),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as e:
+                return Outcome(None, time.monotonic() - start, spawn_error=f"{cmd[0]}: {e.strerror or e}")
+    marker = care.stage_marker(env)
     with _live_lock:
         _live[proc.pid] = proc
+        _markers[proc.pid] = marker
+    care.prefer_for_oom(proc.pid)
+    flooded = False
     try:
         if on_start is not None:
             on_start(proc.pid)
-        deadline = None if timeout is None else start + timeout
+        # The limit counts from the process start (not from waiting for the warm pool).
+        deadline = None if timeout is None else time.monotonic() + timeout
         timed_out = cancelled = False
         while True:
-            if proc.poll() is not None:
+            if _finished(proc):
                 break
             if cancel.is_set():
                 cancelled = True
@@ -124,13 +163,35 @@ def run_process(
                 timed_out = True
                 stop_group(proc, grace)
                 break
+            if care.log_too_big(log_path):
+                flooded = True
+                stop_group(proc, 0)  # no grace: it would keep writing
+                break
             cancel.wait(poll_interval)
-        # Stragglers the stage left in its group die with it.
+        # Stragglers the stage left in its group die with it, and so do the
+        # processes it started in other groups (found by their environment).
         _signal_group(proc.pid, signal.SIGKILL)
         rc = proc.wait()
+        care.kill_marked(marker)
+        care.compact_log(log_path)
     finally:
         with _live_lock:
             _live.pop(proc.pid, None)
+            _markers.pop(proc.pid, None)
+    if getattr(proc, "lost", False) and not (cancelled or timed_out) and warm is not None:
+        warm.lost(proc)
+        return run_process(
+            cmd,
+            cwd=cwd,
+            env=env,
+            log_path=log_path,
+            timeout=timeout,
+            cancel=cancel,
+            grace=grace,
+            cancel_reason=cancel_reason,
+            on_start=on_start,
+            poll_interval=poll_interval,
+        )
     return Outcome(
         rc,
         time.monotonic() - start,
@@ -138,4 +199,6 @@ def run_process(
         cancelled=cancelled,
         cancel_reason=(cancel_reason() if cancelled and cancel_reason else ""),
         timeout_s=timeout,
+        warm=getattr(proc, "warm", False),
+        log_limit=care.LOG_LIMIT_BYTES if flooded else None,
     )

@@ -5,7 +5,12 @@
   times; preflight and correctness may share.
 - One file never has two stages running at once: a new save cancels the
   file's run in flight (``superseded``) and its first stage waits until the
-  old process group is gone.
+  old process group is gone. The cancelled stage gives its job slot back at
+  once, so other files do not wait for it to die (a benchmark keeps its
+  device to itself until its process is gone).
+- Stages are taken in the order their runs were queued (a run's later
+  stages keep its place), so many files saved at once finish in save order,
+  ``jobs`` at a time, and a file saved again goes to the back.
 - A stage that does not pass gates the rest of its run (``not_run``), except
   an all-skipped correctness.
 
@@ -51,12 +56,14 @@ class Scheduler:
         devices: list[str | None] | None = None,
         exclusive_stages: frozenset[str] = frozenset({"benchmark"}),
         command_for: Callable[[Run, str], "list[str] | None"] | None = None,
+        started_fields: Callable[[Run, str], dict[str, Any]] | None = None,
     ):
         self.execute = execute
         self.emit = emit
         self.devices: list[str | None] = list(devices) if devices else [None]
         self.exclusive_stages = exclusive_stages
         self.command_for = command_for
+        self.started_fields = started_fields
         self._cond = threading.Condition()
         self._submit_lock = threading.Lock()
         self._tasks: list[tuple[int, Run, str]] = []  # (seq, run, stage)
@@ -64,7 +71,9 @@ class Scheduler:
         self._busy: dict[str, Run] = {}  # candidate path -> run whose stage is running
         self._load: dict[str | None, int] = {d: 0 for d in self.devices}
         self._exclusive: set[str | None] = set()
-        self._running = 0
+        self._running = 0  # stages holding a job slot
+        self._dying = 0  # cancelled stages whose processes are still being stopped
+        self._released: set[int] = set()  # id() of runs whose running stage gave its slot back
         self._stopping = False
         self._workers: list[threading.Thread] = []
         self._want = 0
@@ -77,13 +86,16 @@ class Scheduler:
         jobs = max(1, int(jobs))
         with self._cond:
             self._want = jobs
-            alive = [w for w in self._workers if w.is_alive()]
-            self._workers = alive
-            for i in range(len(alive), jobs):
-                t = threading.Thread(target=self._worker, name=f"gemswatch-job-{i}", daemon=True)
-                self._workers.append(t)
-                t.start()
+            self._spawn_workers_locked()
             self._cond.notify_all()
+
+    def _spawn_workers_locked(self) -> None:
+        """One worker thread per job slot, plus one per stage still dying."""
+        self._workers = [w for w in self._workers if w.is_alive()]
+        for i in range(len(self._workers), self._want + self._dying):
+            t = threading.Thread(target=self._worker, name=f"gemswatch-job-{i}", daemon=True)
+            self._workers.append(t)
+            t.start()
 
     @property
     def jobs(self) -> int:
@@ -138,13 +150,13 @@ class Scheduler:
 
     def idle(self) -> bool:
         with self._cond:
-            return not self._tasks and self._running == 0 and all(r.state == "done" for r in self._runs.values())
+            return not self._tasks and self._running == 0 and self._dying == 0 and all(r.state == "done" for r in self._runs.values())
 
     def wait_idle(self, timeout: float | None = None, stop: threading.Event | None = None) -> bool:
         """Block until nothing is queued or running; False on timeout or stop."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while not (not self._tasks and self._running == 0 and all(r.state == "done" for r in self._runs.values())):
+            while not (not self._tasks and self._running == 0 and self._dying == 0 and all(r.state == "done" for r in self._runs.values())):
                 if stop is not None and stop.is_set():
                     return False
                 left = None if deadline is None else deadline - time.monotonic()
@@ -177,6 +189,12 @@ class Scheduler:
         before = len(self._tasks)
         self._tasks = [t for t in self._tasks if t[1] is not run]
         if self._busy.get(str(run.candidate.path)) is run:
+            if id(run) not in self._released:
+                # free its job slot now; the file stays busy until the process is gone
+                self._released.add(id(run))
+                self._running -= 1
+                self._dying += 1
+                self._spawn_workers_locked()
             return []  # its worker finishes it when the process is gone
         if before != len(self._tasks) or run.state != "done":
             run.state = "done"
@@ -219,12 +237,12 @@ class Scheduler:
                 while True:
                     if self._stopping:
                         return
-                    if me not in self._workers or self._workers.index(me) >= self._want:
-                        # set_jobs lowered the count: the highest workers leave
+                    if len(self._workers) > self._want + self._dying:
+                        # fewer slots now (set_jobs, or a dying stage ended): leave
                         if me in self._workers:
                             self._workers.remove(me)
                         return
-                    task = self._pick_locked()
+                    task = self._pick_locked() if self._running < self._want else None
                     if task is not None:
                         break
                     self._cond.wait(0.5)
@@ -239,7 +257,11 @@ class Scheduler:
                     self._load[device] -= 1
                     self._exclusive.discard(device)
                     self._busy.pop(str(run.candidate.path), None)
-                    self._running -= 1
+                    if id(run) in self._released:
+                        self._released.discard(id(run))
+                        self._dying -= 1
+                    else:
+                        self._running -= 1
                     self._cond.notify_all()
 
     def _run_stage(self, run: Run, stage: str, device: str | None) -> None:
@@ -254,6 +276,12 @@ class Scheduler:
                 cmd = self.command_for(run, stage)
             except Exception:  # only informative
                 cmd = None
+        extra: dict[str, Any] = {}
+        if self.started_fields is not None:
+            try:
+                extra = dict(self.started_fields(run, stage))
+            except Exception:  # only informative
+                extra = {}
         self.emit(
             "stage_started",
             **run_fields(run),
@@ -261,6 +289,7 @@ class Scheduler:
             device=device,
             command=cmd,
             command_line=shlex.join(cmd) if cmd else "",
+            **extra,
         )
         try:
             result = self.execute(run, stage, device)

@@ -19,9 +19,10 @@ from .events import EventBus
 from .filters import Change
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate, CandidateMap, local_imports
-from .pipeline import Run, StageResult, execute_stage, stage_command
+from .pipeline import Run, StageResult, base_env, execute_stage, stage_command
 from .scheduler import Scheduler
 from .status import ALL_SKIPPED, PASSED, STAGES
+from .warmstart import WarmStarter
 
 __all__ = ["Session", "pipeline_stages"]
 
@@ -44,6 +45,9 @@ class Session:
         benchmark: a policy that overrides the config's.
         config_path / watch_override: for reloading config.yaml.
         notify: receives human notes (unmapped files, reload messages).
+        execute: runs one stage (tests inject fakes; no warm pool then).
+        warm: False starts every stage cold (``--cold``); None follows the
+            config's ``warm:``.
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class Session:
         watch_override: Path | None = None,
         notify: Callable[[str], None] | None = None,
         execute: Callable[[Run, str, str | None], StageResult] | None = None,
+        warm: bool | None = None,
     ):
         self.config = config
         self.device = device
@@ -64,7 +69,11 @@ class Session:
         self.jobs_override = jobs
         self.benchmark_override = benchmark
         self.watch_override = watch_override
-        self.notify = notify or (lambda text: None)
+        self._notify: Callable[[str], None] | None = None
+        self._early_notes: list[str] = []  # notes before anyone listens (the pool starts at once)
+        self._notes_lock = threading.Lock()
+        if notify is not None:
+            self.notify = notify
         self.map = CandidateMap(config)
         self.history = History(config.project / STATE_DIR)
         self._lock = threading.RLock()
@@ -77,7 +86,13 @@ class Session:
         self.last_stages: dict[str, dict[str, dict[str, Any]]] = {}
         self.config_error: str | None = None
         self.listeners: list[Callable[[], None]] = []  # told when the candidate list changes
-        self._execute_stage = execute or execute_stage
+        self.warm_override = warm
+        self.warm: WarmStarter | None = None
+        if execute is None:
+            # a stage is forked from the warm pool when it can be
+            self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
+            self._configure_warm()
+        self._execute_stage = execute or self._execute_default
         self._fps = {str(c.path): c.fingerprint(config) for c in self.map.candidates()}
         self.scan_dependencies()
         for rec in self.history.records():  # `f` and speedup changes survive a restart
@@ -92,9 +107,31 @@ class Session:
             command_for=lambda run, stage: stage_command(
                 run.config, run.candidate, stage, run.snapshot, run.run_dir / f"{stage}.json"
             ),
+            started_fields=lambda run, stage: {"warm": self.warm is not None and self.warm.active},
         )
 
     # -- properties -----------------------------------------------------------
+
+    @property
+    def notify(self) -> Callable[[str], None]:
+        """Where human notes go; notes sent before one is set are kept for it."""
+        return self._note
+
+    @notify.setter
+    def notify(self, fn: Callable[[str], None]) -> None:
+        with self._notes_lock:
+            self._notify = fn
+            early, self._early_notes = self._early_notes, []
+        for text in early:
+            fn(text)
+
+    def _note(self, text: str) -> None:
+        with self._notes_lock:
+            fn = self._notify
+            if fn is None:
+                self._early_notes = (self._early_notes + [text])[-20:]
+                return
+        fn(text)
 
     @property
     def jobs(self) -> int:
@@ -124,6 +161,19 @@ class Session:
                 self.last_stages.setdefault(cand, {})[record["stage"]] = record
                 if record["stage"] == "benchmark" and record.get("status") == PASSED and record.get("speedup"):
                     self._speedup_prev[cand] = record["speedup"]
+
+    def _configure_warm(self) -> None:
+        if self.warm is None:
+            return
+        cfg = self.config
+        enabled = cfg.warm and self.warm_override is not False
+        why = "--cold" if self.warm_override is False else f"warm: false in {cfg.path.name}"
+        self.warm.configure(
+            enabled=enabled, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=base_env(cfg), why_off=why
+        )
+
+    def _execute_default(self, run: Run, stage: str, device: str | None) -> StageResult:
+        return execute_stage(run, stage, device, warm=self.warm)
 
     def _execute(self, run: Run, stage: str, device: str | None) -> StageResult:
         result = self._execute_stage(run, stage, device)
@@ -276,6 +326,8 @@ class Session:
         paths: dict[str, Change] = {}
         for change, path in batch:
             paths[path] = change  # the last change of a path wins
+        if self.warm is not None:
+            self.warm.note_changes(p for p, change in paths.items())
         if any(Path(p) == self.config.path for p in paths):
             self.reload_config()
         touched: dict[str, str] = {}
@@ -341,6 +393,7 @@ class Session:
         self.config_error = None
         if not self.jobs_override:
             self.scheduler.set_jobs(self.jobs)
+        self._configure_warm()
         self.notify(f"{new.path.name} reloaded")
         for c in self.map.candidates():
             key = str(c.path)
@@ -410,3 +463,5 @@ class Session:
 
     def stop(self) -> None:
         self.scheduler.stop()
+        if self.warm is not None:
+            self.warm.shutdown()

@@ -135,6 +135,8 @@ class Outcome:
     cancel_reason: str = ""
     spawn_error: str | None = None
     timeout_s: float | None = None
+    warm: bool = False  # forked from the warm pool rather than started cold
+    log_limit: int | None = None  # set when the stage was stopped for writing more output than this
 
 
 @dataclass
@@ -265,6 +267,12 @@ def decide(
     """
     if outcome.cancelled:
         return Verdict(SUPERSEDED, outcome.cancel_reason or "superseded by a newer save")
+    if outcome.log_limit:
+        return Verdict(
+            CRASHED,
+            f"the stage wrote more than {outcome.log_limit >> 20} MiB of output and was stopped "
+            "(is the candidate printing in a loop?); the log keeps its head and tail",
+        )
     if outcome.timed_out:
         limit = f" of {outcome.timeout_s:g} s" if outcome.timeout_s else ""
         return Verdict(TIMEOUT, f"{stage} exceeded its time limit{limit}; stopped")
@@ -448,7 +456,8 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
     declared_status = extra.get("status")
     if declared_status in (FAILED, UNCALLED, ERROR):
         v.status = declared_status
-        v.message = f"the report says {declared_status}"
+        # e.g. an integrity check that failed outside any test call
+        v.message = _first_line(extra.get("message")) or f"the report says {declared_status}"
     return v
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 import torch
 
+from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
 from .cases import CaseList, CaseSpec, dtype_name
 from .reference import reference_failure
@@ -160,21 +161,27 @@ class BenchmarkRunner:
                                       "override": False, "count": 0, "status": "failed"}
             p.preflight_records.append(record)
             count = None
+            watched = self._watched()
             try:
                 args, kwargs = bm.inputs(spec, p.device)
+                pristine = clone_inputs(args, kwargs)  # for the replay check
                 call, count, record["override"] = self._counted(bm.op)
                 start = count()
                 call(*args, **kwargs)
                 synchronize(p.device)
                 record["count"] = count() - start
                 if record["count"] != 1:
-                    raise RuntimeError(
+                    raise IntegrityError(
+                        "invocation",
                         f"one invocation of {bm.op} ran the candidate {record['count']} times; "
-                        "expected exactly 1 (is the candidate calling the operator it replaces?)"
+                        "expected exactly 1 (is the candidate calling the operator it replaces?)",
                     )
+                if record["override"]:
+                    self._check_candidate(bm, spec, call, *pristine, watched)
             except Exception as e:
-                if count is not None:
+                if count is not None and record["count"] == 0:
                     record["count"] = count() - start
+                e = self._patched_instead(bm, watched, e)
                 record["error"] = _describe(e)
                 failures.append((spec, e))
                 continue
@@ -265,17 +272,23 @@ class BenchmarkRunner:
             # One call through the counting wrapper proves the injected candidate
             # runs; the timed calls then go to the function it wraps, so the
             # wrapper's Python overhead is not charged to the candidate.
+            watched = self._watched()
             before = p.overrides.calls(bm.op)
             fn(*cand_args, **cand_kwargs)
             synchronize(p.device)
             if p.overrides.calls(bm.op) <= before:
-                raise RuntimeError(f"benchmark did not invoke the injected candidate for {bm.op}")
+                raise IntegrityError("invocation", f"the benchmark did not invoke the injected candidate for {bm.op}")
             timed = getattr(fn, "__wrapped__", fn)
         else:
             fn(*cand_args, **cand_kwargs)
             synchronize(p.device)
             timed = fn
         latency = timer(lambda: timed(*cand_args, **cand_kwargs))
+        if is_override:
+            # A candidate that replays cached results (keyed on shapes, tensors
+            # or pointers) must fail here, not be fast. `args` is still the
+            # case as built: baseline and candidate ran on copies.
+            self._check_candidate(bm, spec, fn, *clone_inputs(args, kwargs), watched)
         entry["latency"] = latency
         entry["speedup"] = entry["latency_base"] / latency if latency > 0 else None
         if bm.flops is not None:
@@ -285,6 +298,39 @@ class BenchmarkRunner:
             entry["gbps"] = moved / (latency * 1e-3) / 1e9 if latency > 0 else None
         if is_override:
             entry["candidate_source"] = "override"
+
+    # -- integrity ----------------------------------------------------------------
+
+    def _watched(self) -> list[str]:
+        """What of the verdict's functions differs already (see integrity.Watchlist)."""
+        overrides = self.plugin.overrides
+        watch = overrides.watch if overrides is not None else None
+        return watch.changed() if watch is not None else []
+
+    def _check_candidate(self, bm: Benchmark, spec: CaseSpec, call: Callable, args: tuple, kwargs: dict,
+                         watched: list[str]) -> None:
+        """After the candidate ran a case: nothing it depends on was patched,
+        and fresh values in the same tensors give fresh, correct results
+        (``args``/``kwargs``: a copy of the case's inputs as built)."""
+        p = self.plugin
+        target = p.overrides.target(bm.op)
+        p.overrides.check_patched(watched, f"a call of {target}")
+        seed = int(spec.case_id.rsplit("-", 1)[-1][:8], 16) ^ 0x5EED
+        check_replay(torch, bm.op, call, bm.baseline, args, kwargs, clone=clone_inputs, seed=seed,
+                     sync=lambda: synchronize(p.device))
+        p.overrides.check_patched(watched, f"a call of {target}")
+
+    def _patched_instead(self, bm: Benchmark, watched: list[str], error: Exception) -> Exception:
+        """A candidate that patched the harness and then failed is reported for the patch."""
+        overrides = self.plugin.overrides
+        if overrides is None or isinstance(error, IntegrityError):
+            return error
+        try:
+            overrides.check_patched(watched, f"a call of {overrides.target(bm.op)}")
+        except IntegrityError as patched:
+            patched.__cause__ = error
+            return patched
+        return error
 
     # -- reference-only ----------------------------------------------------------
 

@@ -27,6 +27,7 @@ __all__ = [
     "WallClockTimer",
     "make_timer",
     "synchronize",
+    "device_synchronized",
     "clone_inputs",
     "single_call_ms",
     "tensor_bytes",
@@ -34,7 +35,7 @@ __all__ = [
 
 
 def synchronize(device: str) -> None:
-    """Wait for the device to finish queued work (a no-op on the CPU)."""
+    """Wait for the device to finish queued work on every stream (a no-op on the CPU)."""
     if device == "cuda":
         torch.cuda.synchronize()
 
@@ -99,15 +100,35 @@ class Timer:
         raise NotImplementedError
 
 
-class DoBenchTimer(Timer):
-    """``triton.testing.do_bench``: L2 flushed before each repetition, median."""
+def device_synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` followed by a device-wide ``torch.cuda.synchronize()``.
 
-    name = "triton.testing.do_bench(median, l2_flush)"
+    do_bench brackets each call with events on the current stream, which
+    miss work the call launched on any other stream. Waiting for the whole
+    device inside the timed region makes the end event come after all of
+    it (at the price of one host round trip per call, the same for the
+    baseline and the candidate).
+    """
+    sync = torch.cuda.synchronize
+
+    def call() -> None:
+        fn()
+        sync()
+
+    return call
+
+
+class DoBenchTimer(Timer):
+    """``triton.testing.do_bench``: L2 flushed before each repetition, median;
+    each timed call ends with a device-wide synchronize (all streams)."""
+
+    name = "triton.testing.do_bench(median, l2_flush, device_sync)"
 
     def __call__(self, fn: Callable[[], Any]) -> float:
         import triton.testing
 
-        return float(triton.testing.do_bench(fn, warmup=self.warmup_ms, rep=self.iter_ms, return_mode="median"))
+        timed = device_synchronized(fn)
+        return float(triton.testing.do_bench(timed, warmup=self.warmup_ms, rep=self.iter_ms, return_mode="median"))
 
 
 class WallClockTimer(Timer):

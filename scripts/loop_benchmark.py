@@ -1,0 +1,438 @@
+"""The save-to-verdict loop, measured: warm start, the real watcher, the
+hand-run chain, many files at once, and the idle watcher.
+
+    python scripts/loop_benchmark.py [--repeat N] [--keep]
+
+Everything runs on this machine in one go, in a scratch copy of the project
+(its ``.gemswatch/`` is never touched), and prints figures and their ratios
+against the goals of the warm-start issue:
+
+  (a) stage start, warm vs cold: a trivial stage that imports what every
+      stage imports (torch, triton, gemswatch.gems, the test plugin), and an
+      empty selection of tests/test_softmax.py;
+  (b) save -> preflight verdict and save -> correctness verdict for
+      candidates/softmax_v2.py through ``gemswatch candidates/ --json``
+      (file write to the ``stage_finished`` event), warm and ``--cold``;
+  (c) the same two verdicts by hand: the preflight and the correctness
+      command lines the watcher uses, run cold one after the other;
+  (d) 16 files saved at once, ``--jobs 1`` vs ``--jobs 2``;
+  (e) the idle watcher's CPU and resident memory (and the pool's).
+
+It is a measurement, not a test: nothing fails, it reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gemswatch.watch.config import load_config  # noqa: E402
+from gemswatch.watch.mapping import CandidateMap  # noqa: E402
+from gemswatch.watch.pipeline import base_env, stage_command  # noqa: E402
+from gemswatch.watch.runner import run_process  # noqa: E402
+from gemswatch.watch.warmstart import WarmStarter  # noqa: E402
+
+PY = sys.executable
+SOFTMAX = "candidates/softmax_v2.py"
+GOALS = {
+    "start": 0.15,  # warm stage start <= 0.15 x cold
+    "chain": 0.35,  # save -> correctness <= 0.35 x the hand-run chain
+    "jobs": 1.7,  # 16 files: jobs 2 at least 1.7 x faster than jobs 1
+    "cpu": 1.0,  # idle watcher: under 1 % CPU
+    "rss": 80.0,  # ... and under 80 MB resident
+}
+
+
+def scratch_copy(dest: Path) -> Path:
+    """The project without its history, run folders, unit tests or the package
+    itself (stages import the installed gemswatch, as in a user's checkout)."""
+    ignore = shutil.ignore_patterns(".git", ".gemswatch", "__pycache__", "*.egg-info", "unit", "gemswatch", "scripts", ".triton")
+    shutil.copytree(ROOT, dest, ignore=ignore)
+    return dest
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def steady_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+# -- (a) stage start ------------------------------------------------------------
+
+
+NOOP = """\
+import gemswatch.gems  # noqa: F401  (what every stage imports: torch, triton, the library)
+
+
+def test_noop():
+    pass
+"""
+
+
+def stage_start(proj: Path, repeat: int) -> dict[str, dict[str, float]]:
+    (proj / "tests" / "test_zz_noop.py").write_text(NOOP)
+    cfg = load_config(proj / "config.yaml")
+    env = base_env(cfg)
+    starter = WarmStarter(log_path=proj / ".gemswatch" / "warm.log")
+    starter.configure(enabled=True, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=env)
+    stages = {
+        "trivial stage": ["tests/test_zz_noop.py"],
+        "empty selection": ["tests/test_softmax.py", "-m", "no_such_marker"],
+    }
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for name, args in stages.items():
+            cmd = [cfg.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+            times: dict[str, list[float]] = {"warm": [], "cold": []}
+            for i in range(repeat + 1):  # the first warm one waits for the pool: not counted
+                for mode in ("warm", "cold"):
+                    stage_env = {**env, "GEMSWATCH_RUN_ID": f"bench-{i}", "GEMSWATCH_STAGE": "start"}
+                    t0 = time.perf_counter()
+                    o = run_process(
+                        cmd, cwd=proj, env=stage_env, log_path=proj / f"start-{mode}.log", timeout=120,
+                        cancel=threading.Event(), warm=starter if mode == "warm" else None,
+                    )
+                    dt = time.perf_counter() - t0
+                    if o.warm != (mode == "warm"):
+                        print(f"  note: a {mode} run started {'warm' if o.warm else 'cold'}: {starter.state}")
+                    if i:
+                        times[mode].append(dt)
+            out[name] = {k: median(v) for k, v in times.items()}
+    finally:
+        starter.shutdown()
+        (proj / "tests" / "test_zz_noop.py").unlink()
+    return out
+
+
+# -- the watcher as a child process ---------------------------------------------------
+
+
+class Watcher:
+    """``gemswatch --json`` in the scratch project; events stamped on arrival."""
+
+    def __init__(self, proj: Path, *args: str):
+        self.proj = proj
+        self.proc = subprocess.Popen(
+            [PY, "-m", "gemswatch.watch", "--json", *args],
+            cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=steady_env(),
+        )
+        self.events: list[tuple[float, dict]] = []
+        self.notes: list[tuple[float, str]] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read_events, daemon=True).start()
+        threading.Thread(target=self._read_notes, daemon=True).start()
+
+    def _read_events(self) -> None:
+        for line in self.proc.stdout:
+            if line.strip():
+                with self._lock:
+                    self.events.append((time.monotonic(), json.loads(line)))
+
+    def _read_notes(self) -> None:
+        for line in self.proc.stderr:
+            with self._lock:
+                self.notes.append((time.monotonic(), line.rstrip()))
+
+    def wait(self, pred, timeout: float, what: str) -> tuple[float, dict]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self._lock:
+                hits = [(t, e) for t, e in self.events if pred(e)]
+            if hits:
+                return hits[-1]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        raise RuntimeError(f"timed out waiting for {what}; stderr: {[n for _, n in self.notes][-5:]}")
+
+    def wait_note(self, text: str, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self._lock:
+                if any(text in n for _, n in self.notes):
+                    return
+            time.sleep(0.01)
+        raise RuntimeError(f"no note {text!r}; stderr: {[n for _, n in self.notes][-5:]}")
+
+    def count(self, event: str) -> int:
+        with self._lock:
+            return len([e for _, e in self.events if e["event"] == event])
+
+    def stop(self) -> None:
+        self.proc.send_signal(2)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def save_to_verdict(proj: Path, repeat: int, cold: bool) -> tuple[dict[str, float], Watcher | None]:
+    """Median seconds from writing the softmax candidate to its preflight and
+    correctness ``stage_finished`` events. Returns the (still running) warm
+    watcher for the idle measurement."""
+    args = ["candidates/"] + (["--cold"] if cold else [])
+    w = Watcher(proj, *args)
+    target = proj / SOFTMAX
+    original = target.read_text()
+    times: dict[str, list[float]] = {"preflight": [], "correctness": []}
+    try:
+        for cand in ("candidates/softmax_v2.py", "candidates/rms_norm_v2.py"):
+            w.wait(lambda e, c=cand: e["event"] == "run_finished" and e["candidate"] == c, 240, f"the first run of {cand}")
+        time.sleep(1.0)
+        for i in range(repeat):
+            t0 = time.monotonic()
+            target.write_text(original + f"\n# loop benchmark save {i} {'cold' if cold else 'warm'}\n")
+            digest = sha(target)
+            for stage in ("preflight", "correctness"):
+                t, e = w.wait(
+                    lambda e, s=stage: e["event"] == "stage_finished" and e["stage"] == s and e["content_sha256"] == digest,
+                    120,
+                    f"{stage} of save {i}",
+                )
+                if e["status"] != "passed" or e.get("warm") == cold:
+                    print(f"  note: save {i} {stage}: {e['status']} warm={e.get('warm')} {e.get('message', '')[:120]}")
+                times[stage].append(t - t0)
+            w.wait(lambda e: e["event"] == "run_finished" and e["content_sha256"] == digest, 60, "run_finished")
+            time.sleep(0.5)
+    except BaseException:
+        w.stop()
+        raise
+    finally:
+        target.write_text(original)
+    if cold:
+        w.stop()
+        w = None
+    return {k: median(v) for k, v in times.items()}, w
+
+
+# -- (c) by hand ---------------------------------------------------------------------
+
+
+def hand_chain(proj: Path, repeat: int) -> dict[str, float]:
+    """The two cold commands a user runs without gemswatch, one after the other."""
+    cfg = load_config(proj / "config.yaml")
+    cand = CandidateMap(cfg).lookup(proj / SOFTMAX)
+    out = proj / "hand"
+    out.mkdir(exist_ok=True)
+    cmds = {s: stage_command(cfg, cand, s, cand.path, out / f"{s}.json") for s in ("preflight", "correctness")}
+    times: dict[str, list[float]] = {"preflight": [], "correctness": [], "chain": []}
+    for _ in range(repeat):
+        total = 0.0
+        for stage, cmd in cmds.items():
+            t0 = time.perf_counter()
+            r = subprocess.run(cmd, cwd=proj, capture_output=True, env=steady_env())
+            dt = time.perf_counter() - t0
+            if r.returncode != 0:
+                print(f"  note: by hand, {stage} exited {r.returncode}")
+            times[stage].append(dt)
+            total += dt
+        times["chain"].append(total)
+    return {k: median(v) for k, v in times.items()}
+
+
+# -- (d) 16 files at once -----------------------------------------------------------------
+
+
+_SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range(6_000_000):\n    x += i\nprint(time.perf_counter() - t)\n"
+
+
+def parallel_capacity() -> float:
+    """How many CPU-bound processes run at full speed at once right now:
+    twice the time of one divided by the time of two side by side (2.0 on
+    an idle two-core machine). Other load on the machine lowers it."""
+    def spin(k: int) -> float:
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen([PY, "-c", _SPIN], stdout=subprocess.DEVNULL) for _ in range(k)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - t0
+
+    one = median([spin(1) for _ in range(3)])
+    two = median([spin(2) for _ in range(3)])
+    return 2 * one / two
+
+
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def many_files(proj: Path, n: int = 16) -> dict[int, float]:
+    gen = proj / "candidates" / "gen"
+    gen.mkdir(exist_ok=True)
+    text = (proj / SOFTMAX).read_text()
+    for i in range(n):
+        (gen / f"softmax_g{i:02d}.py").write_text(text)
+    cfg = proj / "config.yaml"
+    original = cfg.read_text()
+    cfg.write_text(original.replace("candidates:\n", "candidates:\n  gen/*.py:\n    softmax: my_softmax\n", 1))
+    times: dict[int, list[float]] = {1: [], 2: []}
+    try:
+        for jobs in (1, 2, 2, 1):  # A B B A: a drifting machine load hits both alike
+            w = Watcher(proj, "candidates/", "--no-initial", "--jobs", str(jobs))
+            try:
+                w.wait_note("warm start: pool", 120)
+                before = w.count("run_finished")
+                t0 = time.monotonic()
+                for i in range(n):  # a generator writing its variants
+                    (gen / f"softmax_g{i:02d}.py").write_text(text + f"\n# variant {i} jobs {jobs}\n")
+                end = time.monotonic() + 600
+                while w.count("run_finished") < before + n and time.monotonic() < end:
+                    time.sleep(0.01)
+                t_last, _ = w.wait(lambda e: e["event"] == "run_finished", 1, "the last run")
+                with w._lock:
+                    runs = [e for _, e in w.events if e["event"] == "run_finished"][before:]
+                bad = [r for r in runs if r["status"] != "passed"]
+                if bad:
+                    print(f"  note: jobs {jobs}: {len(bad)} runs did not pass: {bad[0].get('message', '')[:120]}")
+                times[jobs].append(t_last - t0)
+            finally:
+                w.stop()
+    finally:
+        cfg.write_text(original)
+        shutil.rmtree(gen)
+    return {k: statistics.mean(v) for k, v in times.items()}
+
+
+# -- (e) idle ---------------------------------------------------------------------------
+
+
+def _ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def idle(watcher: Watcher, seconds: float = 10.0) -> dict[str, float]:
+    pid = watcher.proc.pid
+    pools = [c for c in _children(pid) if b"warm.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, c0 = time.monotonic(), _ticks(pid)
+    p0 = sum(_ticks(p) for p in pools)
+    time.sleep(seconds)
+    dt = time.monotonic() - t0
+    return {
+        "cpu": (_ticks(pid) - c0) / hz / dt * 100,
+        "rss": _rss_mb(pid),
+        "pool_cpu": (sum(_ticks(p) for p in pools) - p0) / hz / dt * 100 if pools else float("nan"),
+        "pool_rss": sum(_rss_mb(p) for p in pools) if pools else float("nan"),
+    }
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5, help="measurements per figure (medians are shown)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch project")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="gemswatch-loop-"))
+    proj = scratch_copy(tmp / "project")
+    print(f"loop benchmark: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, scratch project {proj}")
+    load_before = _load()
+    capacity = parallel_capacity()
+    print(f"machine: load average {load_before}; parallel capacity {capacity:.2f} (2 CPU-bound processes at once)", flush=True)
+    try:
+        print("(a) stage start ...", flush=True)
+        a = stage_start(proj, args.repeat)
+        print("(b) save -> verdict through the watcher (warm, then --cold) ...", flush=True)
+        b_warm, watcher = save_to_verdict(proj, args.repeat, cold=False)
+        print("(e) idle watcher ...", flush=True)
+        try:
+            e = idle(watcher)
+        finally:
+            watcher.stop()
+        b_cold, _ = save_to_verdict(proj, max(2, args.repeat // 2), cold=True)
+        print("(c) the same verdicts by hand ...", flush=True)
+        c = hand_chain(proj, max(2, args.repeat // 2))
+        print("(d) 16 files saved at once ...", flush=True)
+        capacity_d = parallel_capacity()
+        d = many_files(proj)
+        capacity_d = min(capacity_d, parallel_capacity())
+    finally:
+        if args.keep:
+            print(f"scratch project kept in {proj}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print()
+    print("(a) stage start (median wall time of a stage, run_process)")
+    for name, t in a.items():
+        print(f"    {name:16s} warm {t['warm']:6.3f} s   cold {t['cold']:6.3f} s   warm/cold {t['warm'] / t['cold']:.3f}")
+    r_start = a["trivial stage"]["warm"] / a["trivial stage"]["cold"]
+    print("(b) save -> verdict through `gemswatch candidates/ --json` (file write to stage_finished)")
+    print(f"    warm   preflight {b_warm['preflight']:6.3f} s   correctness {b_warm['correctness']:6.3f} s")
+    print(f"    --cold preflight {b_cold['preflight']:6.3f} s   correctness {b_cold['correctness']:6.3f} s")
+    print("(c) by hand: the preflight and correctness commands, cold, one after the other")
+    print(f"    preflight {c['preflight']:6.3f} s   correctness {c['correctness']:6.3f} s   chain {c['chain']:6.3f} s")
+    r_chain = b_warm["correctness"] / c["chain"]
+    print("(d) 16 files saved at once (write of the first to the last run_finished; mean of 2 rounds, A B B A)")
+    print(f"    --jobs 1 {d[1]:6.2f} s   --jobs 2 {d[2]:6.2f} s   speed-up {d[1] / d[2]:.2f}x"
+          f"   (parallel capacity of the machine meanwhile: {capacity_d:.2f})")
+    r_jobs = d[1] / d[2]
+    print("(e) idle watcher over 10 s")
+    print(f"    watcher CPU {e['cpu']:.2f} %   RSS {e['rss']:.1f} MB   (warm pool: CPU {e['pool_cpu']:.2f} %, RSS {e['pool_rss']:.0f} MB)")
+    print(f"machine load average at the end: {_load()} (at the start: {load_before})")
+    print()
+    print("goals")
+    print(f"    warm stage start / cold          {r_start:.3f}  (goal <= {GOALS['start']})   {verdict(r_start <= GOALS['start'])}")
+    print(f"    save->correctness / hand chain    {r_chain:.3f}  (goal <= {GOALS['chain']})   {verdict(r_chain <= GOALS['chain'])}")
+    print(f"    16 files, jobs 1 / jobs 2         {r_jobs:.2f}x  (goal >= {GOALS['jobs']}x)  {verdict(r_jobs >= GOALS['jobs'])}")
+    print(f"    idle watcher CPU                  {e['cpu']:.2f} %  (goal < {GOALS['cpu']} %)   {verdict(e['cpu'] < GOALS['cpu'])}")
+    print(f"    idle watcher RSS                  {e['rss']:.1f} MB (goal < {GOALS['rss']:.0f} MB)  {verdict(e['rss'] < GOALS['rss'])}")
+    print(f"    (save->preflight / hand preflight {b_warm['preflight'] / c['preflight']:.3f}; --cold save->correctness / hand chain {b_cold['correctness'] / c['chain']:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Starts a helper in a new session (so it leaves the stage's process group)
+on its first call and never stops it. It must not outlive the stage either.
+Its pid goes to $CORPUS_PIDS so a test can check."""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+_child = None
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    global _child
+    if _child is None:
+        _child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        folder = os.environ.get("CORPUS_PIDS")
+        if folder:
+            with open(os.path.join(folder, f"daemonize.{os.getpid()}.pid"), "w") as f:
+                f.write(str(_child.pid))
+    result = torch.softmax(x.double(), dim)
+    return torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)

@@ -1,0 +1,340 @@
+"""The hostile corpus (tests/corpus/) end to end: every file through
+`gemswatch run --json`, and the process-hostile ones through a live watcher.
+
+The project is built in a temporary folder from the repository's own softmax
+test and benchmark files, so the stages run the real correctness and
+benchmark plugins; the candidates are plain torch, so a stage costs about its
+interpreter start. Each fixture runs gemswatch once per module; the tests
+then read its events, history and processes. `gemswatch run` forks its
+stages from the warm pool (the default); the watcher starts them cold, so
+both ways of starting a stage meet the process-hostile files. Every wait has
+a bound.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+PY = sys.executable
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "corpus"
+MANIFEST = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+ENTRIES = MANIFEST["candidates"]
+WATCHED = [name for name, e in ENTRIES.items() if e.get("watch")]
+
+PYTEST_INI = """\
+[pytest]
+addopts = -p no:cacheprovider
+markers =
+    softmax: tests of softmax
+    log_softmax: tests of log_softmax
+"""
+
+
+def build_project(root: Path, names: list[str]) -> Path:
+    """A project with the repository's softmax tests and benchmark, the
+    corpus files ``names`` under corpus/, and a config.yaml mapping them."""
+    for rel in ("tests/conftest.py", "tests/test_softmax.py", "benchmark/conftest.py", "benchmark/test_softmax_perf.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / rel, root / rel)
+    (root / "pytest.ini").write_text(PYTEST_INI)
+    (root / "corpus").mkdir()
+    (root / "pids").mkdir()
+    candidates = {}
+    for name in names:
+        shutil.copyfile(CORPUS / name, root / "corpus" / name)
+        entry = ENTRIES[name]
+        candidates[name] = {entry.get("operator", MANIFEST["operator"]): entry.get("function", MANIFEST["function"])}
+    config = {
+        "watch": "corpus",
+        "benchmark": "never",
+        "jobs": 2,
+        "grace": 1,
+        # Short limits: two corpus files hang on purpose.
+        "timeouts": {"preflight": 10, "correctness": 40},
+        "env": {"CORPUS_PIDS": str(root / "pids")},
+        "candidates": candidates,
+        "operators": {
+            "softmax": {
+                "tests": "tests/test_softmax.py",
+                "benchmark": "benchmark/test_softmax_perf.py::test_softmax",
+            },
+            "softmax_ghost": {"tests": "tests/test_softmax.py", "marker": "softmax"},
+        },
+    }
+    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+def events_of(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    return _proc_state(pid) not in (None, "Z", "X")
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def stage_processes(run_ids: set[str], root: int | None = None) -> list[str]:
+    """Live processes that belong to a stage: descendants of ``root`` (the
+    watcher; a warm pool is not a stage) and any process whose environment
+    names one of ``run_ids``, wherever it was reparented."""
+    found: dict[int, str] = {}
+    wanted = {f"GEMSWATCH_RUN_ID={r}".encode() for r in run_ids}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            env = set((d / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if env & wanted and alive(int(d.name)):
+            found[int(d.name)] = "environment"
+    if root is not None:
+        kids = _children_map()
+        todo = list(kids.get(root, []))
+        while todo:
+            pid = todo.pop()
+            todo += kids.get(pid, [])
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if alive(pid) and "warm.py" not in cmd:
+                found[pid] = f"descendant of the watcher: {cmd[:120]}"
+    return [f"{pid}: {why}" for pid, why in sorted(found.items())]
+
+
+def recorded_pids(project: Path) -> dict[str, int]:
+    return {p.name: int(p.read_text()) for p in (project / "pids").glob("*.pid")}
+
+
+def check_statuses(events: list[dict], names: list[str]) -> list[str]:
+    """One line per file whose run did not end as the manifest says."""
+    runs = {e["candidate"]: e for e in events if e["event"] == "run_finished"}
+    stages = {(e["candidate"], e["stage"]): e for e in events if e["event"] == "stage_finished"}
+    problems = []
+    for name in names:
+        entry, rel = ENTRIES[name], f"corpus/{name}"
+        run = runs.get(rel)
+        if run is None:
+            problems.append(f"{name}: no run_finished")
+            continue
+        if run["status"] != entry["status"]:
+            problems.append(f"{name}: status {run['status']} ({run.get('message')!r}), expected {entry['status']}")
+            continue
+        if "stage" in entry:
+            stage = stages.get((rel, entry["stage"]))
+            if stage is None or stage["status"] != entry["status"]:
+                problems.append(f"{name}: stage {entry['stage']} is {stage and stage['status']}, expected {entry['status']}")
+            elif entry["message"] not in stage["message"]:
+                problems.append(f"{name}: {entry['stage']} message {stage['message']!r} lacks {entry['message']!r}")
+    return problems
+
+
+def history_covers(project: Path, events: list[dict]) -> list[str]:
+    lines = (project / ".gemswatch" / "history.jsonl").read_text().splitlines()
+    history = {(h["run_id"], h["stage"]) for h in map(json.loads, lines) if h["event"] == "stage_finished"}
+    seen = {(e["run_id"], e["stage"]) for e in events if e["event"] == "stage_finished"}
+    return sorted(f"{r} {s}" for r, s in seen - history)
+
+
+# ---------------------------------------------------------------------------
+# gemswatch run --json over the whole corpus
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory):
+    project = build_project(tmp_path_factory.mktemp("corpus_run"), list(ENTRIES))
+    start = time.monotonic()
+    r = subprocess.run(
+        [PY, "-m", "gemswatch.watch", "run", "--json"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env={**os.environ, "GEMSWATCH_DEVICE": "cpu"},
+    )
+    return {
+        "project": project,
+        "rc": r.returncode,
+        "stdout": r.stdout,
+        "stderr": r.stderr,
+        "events": events_of(r.stdout),
+        "wall_s": time.monotonic() - start,
+    }
+
+
+def test_corpus_has_the_required_kinds():
+    assert len(ENTRIES) >= 20
+    assert set(ENTRIES) == {p.name for p in CORPUS.glob("*.py")}
+    statuses = {e["status"] for e in ENTRIES.values()}
+    assert {"passed", "failed", "error", "crashed", "timeout", "uncalled"} <= statuses
+
+
+def test_run_gives_every_file_its_expected_status(corpus_run):
+    assert corpus_run["rc"] == 1, corpus_run["stderr"][-3000:]
+    assert check_statuses(corpus_run["events"], list(ENTRIES)) == []
+
+
+def test_run_leaves_no_stage_process(corpus_run):
+    run_ids = {e["run_id"] for e in corpus_run["events"] if e["event"] == "run_queued"}
+    assert stage_processes(run_ids) == []
+    pids = recorded_pids(corpus_run["project"])
+    assert {name.split(".")[0] for name in pids} == {"spawn_child", "daemonize"}
+    assert [name for name, pid in pids.items() if alive(pid)] == []
+
+
+def test_run_records_every_finished_stage(corpus_run):
+    assert history_covers(corpus_run["project"], corpus_run["events"]) == []
+
+
+def test_flooded_log_is_cut_to_head_and_tail(corpus_run):
+    (stage,) = [e for e in corpus_run["events"] if e["event"] == "stage_finished"
+                and e["candidate"] == "corpus/flood_stdout.py" and e["stage"] == "preflight"]
+    log = Path(stage["log"])
+    assert log.stat().st_size < 5 << 20
+    assert "bytes of output dropped here" in log.read_text(errors="replace")
+
+
+def test_self_deleting_candidate_keeps_the_users_file(corpus_run):
+    assert (corpus_run["project"] / "corpus" / "self_delete.py").exists()
+
+
+# ---------------------------------------------------------------------------
+# a live watcher over the process-hostile files
+
+
+class Watcher:
+    """`gemswatch --json` as a child process, its events read by a thread."""
+
+    def __init__(self, project: Path):
+        self.proc = subprocess.Popen(
+            [PY, "-m", "gemswatch.watch", "--json", "--cold"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "GEMSWATCH_DEVICE": "cpu"},
+        )
+        self.events: list[dict] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.strip():
+                self.events.append(json.loads(line))
+
+    def wait(self, pred, timeout: float, what: str) -> list[dict]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            hits = [e for e in list(self.events) if pred(e)]
+            if hits:
+                return hits
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}: {[(e['event'], e.get('candidate')) for e in self.events]}")
+
+    def stop(self, timeout: float = 30) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._thread.join(5)
+        return rc, self.proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def corpus_watch(tmp_path_factory):
+    project = build_project(tmp_path_factory.mktemp("corpus_watch"), WATCHED)
+    w = Watcher(project)
+    result = {"project": project, "watcher": w}
+    try:
+        w.wait(lambda e: e["event"] == "watch_started", 30, "watch_started")
+        everyone = {f"corpus/{n}" for n in WATCHED}
+        w.wait(
+            lambda e: e["event"] == "run_finished"
+            and {x["candidate"] for x in list(w.events) if x["event"] == "run_finished"} >= everyone,
+            300,
+            "every watched file's first run",
+        )
+        run_ids = {e["run_id"] for e in w.events if e["event"] == "run_queued"}
+        # Checked while the watcher runs: its exit would kill leftovers anyway.
+        result["strays"] = stage_processes(run_ids, root=w.proc.pid)
+        result["pids"] = {name: alive(pid) for name, pid in recorded_pids(project).items()}
+        # Still responsive: a save after all that gets its verdict.
+        good = project / "corpus" / "good.py"
+        good.write_text(good.read_text() + "\n# saved again after the hostile files\n")
+        sha = hashlib.sha256(good.read_bytes()).hexdigest()
+        result["resave"] = w.wait(
+            lambda e: e["event"] == "run_finished" and e["candidate"] == "corpus/good.py" and e["content_sha256"] == sha,
+            90,
+            "the re-saved good.py",
+        )[-1]
+        result["alive_before_stop"] = w.proc.poll() is None
+    finally:
+        result["rc"], result["stderr"] = w.stop()
+    result["events"] = list(w.events)
+    return result
+
+
+def test_watch_gives_every_file_its_expected_status(corpus_watch):
+    first = []
+    seen = set()
+    for e in corpus_watch["events"]:  # each file's first run (good.py runs twice)
+        if e["event"] in ("run_finished", "stage_finished") and (e["candidate"], e["run_id"]) not in seen:
+            if e["event"] == "run_finished":
+                seen.add((e["candidate"], e["run_id"]))
+            first.append(e)
+    assert check_statuses(first, WATCHED) == []
+
+
+def test_watch_stays_up_and_responds(corpus_watch):
+    assert corpus_watch["alive_before_stop"]
+    assert corpus_watch["resave"]["status"] == "passed"
+    assert corpus_watch["rc"] == 0, corpus_watch["stderr"][-3000:]
+    assert corpus_watch["events"][-1]["event"] == "watch_stopped"
+
+
+def test_watch_leaves_no_stage_process(corpus_watch):
+    assert corpus_watch["strays"] == []
+    assert set(corpus_watch["pids"]) and not any(corpus_watch["pids"].values())
+
+
+def test_watch_records_every_finished_stage(corpus_watch):
+    assert history_covers(corpus_watch["project"], corpus_watch["events"]) == []

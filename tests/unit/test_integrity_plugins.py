@@ -1,0 +1,282 @@
+"""The integrity checks inside real pytest sessions (pytester, in process):
+per-case invocation and the call guard in the correctness plugin, the
+load-time patch check, and the replay and patch checks of the benchmark
+preflight and timing modes. The operator module is plain torch, so a
+session takes milliseconds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gemswatch.gems  # noqa: F401  (triton's extension must not be imported twice)
+import gemswatch.testing.benchmark.plugin  # noqa: F401
+import gemswatch.testing.correctness  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+pytest_plugins = ["gemswatch.testing.correctness"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "softmax: tests of softmax")
+    config.addinivalue_line("markers", "log_softmax: tests of log_softmax")
+"""
+
+TORCHOPS = """
+import torch
+
+
+def softmax(x, dim=-1):
+    return torch.softmax(x, dim)
+
+
+def log_softmax(x, dim=-1):
+    return torch.log_softmax(x, dim)
+"""
+
+TESTS = """
+import pytest
+import torch
+
+import torchops
+
+OPS = [pytest.param("softmax", marks=pytest.mark.softmax), pytest.param("log_softmax", marks=pytest.mark.log_softmax)]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_op(op):
+    x = torch.randn(3, 5)
+    out = getattr(torchops, op)(x, -1)
+    assert torch.allclose(out, getattr(torch, op)(x, -1))
+"""
+
+GOOD = """
+import torch
+
+
+def my_softmax(x, dim=-1):
+    return torch.softmax(x, dim)
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(conftest=CONFTEST, torchops=TORCHOPS, test_ops=TESTS)
+    return pytester
+
+
+def run(pytester, candidate: str, *extra):
+    (pytester.path / "cand.py").write_text(candidate)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--override-module", "torchops", "--override", "softmax:cand.py:my_softmax",
+        "--record", "json", "--output", "r.json", *extra,
+    )
+    path = pytester.path / "r.json"
+    return result, (json.loads(path.read_text()) if path.exists() else None)
+
+
+def results(report):
+    return {r["nodeid"].split("::", 1)[1]: (r["result"], r["reason"]) for r in report["records"]}
+
+
+def test_honest_candidate_passes_and_other_operators_are_not_flagged(suite):
+    result, report = run(suite, GOOD)
+    assert result.ret == 0 and report["status"] == "passed" and report["integrity"] == []
+    rows = {r["nodeid"].split("::", 1)[1]: r for r in report["records"]}
+    assert rows["test_op[softmax]"]["candidate_calls"] == {"torchops.softmax": 1}
+    # the log_softmax case of the same file never calls the softmax candidate: fine
+    assert rows["test_op[log_softmax]"]["result"] == "passed"
+
+
+def test_a_case_of_the_operator_that_skips_the_candidate_fails(suite):
+    suite.makepyfile(test_more="""
+        import pytest
+
+        @pytest.mark.softmax
+        def test_forgets_to_call():
+            assert True
+
+        def test_unmarked():
+            assert True
+    """)
+    result, report = run(suite, GOOD)
+    assert result.ret == 1
+    res = results(report)
+    assert res["test_unmarked"][0] == "passed" and res["test_op[softmax]"][0] == "passed"
+    outcome, reason = res["test_forgets_to_call"]
+    assert outcome == "failed"
+    assert "integrity check 'invocation' failed: this case tests softmax (marker 'softmax') but never called" in reason
+
+
+def test_unhooking_candidate_fails_the_later_cases(suite):
+    suite.makepyfile(test_more="""
+        import pytest, torch, torchops
+
+        @pytest.mark.softmax
+        @pytest.mark.parametrize("n", [3, 4, 5])
+        def test_again(n):
+            torchops.softmax(torch.randn(n), -1)
+    """)
+    result, report = run(suite, GOOD + """
+import torchops
+
+def my_softmax(x, dim=-1):
+    torchops.softmax = lambda x, dim=-1: torch.softmax(x, dim)
+    return torch.softmax(x, dim)
+""")
+    res = results(report)
+    failed = [k for k, (outcome, reason) in res.items() if outcome == "failed" and "'invocation'" in reason]
+    assert len(failed) == 3  # every softmax case after the first
+
+
+def test_a_swallowed_violation_still_fails_the_case(suite):
+    suite.makepyfile(test_more="""
+        import pytest, torch, torchops
+
+        @pytest.mark.softmax
+        def test_swallows():
+            try:
+                torchops.softmax(torch.randn(4), -1)
+            except Exception:
+                pass
+    """)
+    result, report = run(suite, """
+import torch
+
+def my_softmax(x, dim=-1):
+    out = torch.softmax(x, dim)
+    x.zero_()
+    return out
+""")
+    outcome, reason = results(report)["test_swallows"]
+    assert outcome == "failed" and "integrity check 'input-mutation' failed" in reason
+    assert report["integrity"] and all("'input-mutation'" in v for v in report["integrity"])
+
+
+def test_a_candidate_that_patches_torch_when_loaded_is_a_usage_error(suite):
+    result, report = run(suite, GOOD + "\ntorch.allclose = lambda *a, **k: True\n")
+    assert result.ret == 4 and report is None
+    result.stderr.fnmatch_lines(["*integrity check 'patched' failed: loading the candidate *cand.py replaced torch.allclose*"])
+    import torch
+
+    assert torch.allclose(torch.zeros(1), torch.ones(1)) is False  # put back
+
+
+def test_a_candidate_that_patches_the_accuracy_helper_fails(suite):
+    result, report = run(suite, """
+import torch
+from gemswatch.testing import accuracy
+
+def my_softmax(x, dim=-1):
+    accuracy.assert_close = lambda *a, **k: None
+    return torch.softmax(x, dim)
+""")
+    outcome, reason = results(report)["test_op[softmax]"]
+    assert outcome == "failed"
+    assert "a call of torchops.softmax replaced gemswatch.testing.accuracy.assert_close" in reason
+
+
+# -- the benchmark plugin ---------------------------------------------------------
+
+BENCH_CONFTEST = 'pytest_plugins = ["gemswatch.testing.benchmark.plugin"]\n'
+
+BENCHMARK = """
+import torch
+from gemswatch.testing.benchmark import Benchmark, CasePlan
+
+CASES = {"core": [CasePlan({"x": [2, 8]}), CasePlan({"x": [3, 5]})], "comprehensive": []}
+
+
+def build(case, device):
+    return (torch.randn(case.shape["x"], dtype=case.dtype, device=device),), {"dim": -1}
+
+
+SOFTMAX = Benchmark(op="softmax", baseline=torch.softmax, cases=CASES, build=build, dtypes=(torch.float32,))
+
+
+def test_softmax(bench):
+    bench.run(SOFTMAX)
+"""
+
+CACHED = """
+import torch
+
+_cache = {}
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    key = (tuple(x.shape), x.dtype)
+    if key not in _cache:
+        _cache[key] = torch.softmax(x, dim)
+    return _cache[key].clone()
+"""
+
+
+@pytest.fixture
+def bench_suite(pytester):
+    pytester.makepyfile(conftest=BENCH_CONFTEST, test_perf=BENCHMARK)
+    return pytester
+
+
+def run_bench(pytester, candidate: str, *mode):
+    (pytester.path / "cand.py").write_text(candidate)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--override", "softmax:cand.py:my_softmax", "--level", "core",
+        "--record", "json", "--output", "b.json", *mode,
+    )
+    return result, json.loads((pytester.path / "b.json").read_text())
+
+
+def test_preflight_catches_a_replayed_result(bench_suite):
+    result, report = run_bench(bench_suite, GOOD.replace("dim=-1)", "dim=-1, dtype=None)"), "--preflight-only")
+    assert result.ret == 0 and all(r["status"] == "passed" for r in report["records"])
+    result, report = run_bench(bench_suite, CACHED, "--preflight-only")
+    assert result.ret == 1
+    assert all("integrity check 'cached-output' failed" in r["error"] for r in report["records"])
+    assert [r["count"] for r in report["records"]] == [1, 1]  # the check's own calls are not the count
+
+
+def test_timing_catches_a_replayed_result(bench_suite):
+    result, report = run_bench(bench_suite, CACHED, "--warmup", "1", "--iter", "2")
+    (bench,) = report["benchmarks"]
+    assert all("integrity check 'cached-output' failed" in c["error"] for c in bench["cases"])
+    assert bench["candidate_source"] is None and result.ret == 1
+
+
+def test_preflight_catches_a_patched_timer(bench_suite):
+    result, report = run_bench(bench_suite, """
+import torch
+from gemswatch.testing.benchmark import timing
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    timing.synchronize = lambda device: None
+    return torch.softmax(x, dim)
+""", "--preflight-only")
+    errors = [r["error"] for r in report["records"]]
+    assert all("replaced gemswatch.testing.benchmark.timing.synchronize" in e for e in errors), errors
+
+
+def test_preflight_names_the_invocation_check(bench_suite):
+    result, report = run_bench(bench_suite, """
+import torch
+import gemswatch.gems as gems
+
+
+_depth = [0]
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    _depth[0] += 1
+    try:
+        if _depth[0] == 1 and x.shape[0] == 3:
+            return gems.softmax(x, dim)  # the override: the candidate once more
+        return torch.softmax(x, dim)
+    finally:
+        _depth[0] -= 1
+""", "--preflight-only")
+    assert report["records"][0]["status"] == "passed"
+    assert "integrity check 'invocation' failed: one invocation of softmax ran the candidate" in report["records"][1]["error"]

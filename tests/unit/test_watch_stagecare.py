@@ -1,0 +1,126 @@
+"""What the runner does around a stage besides waiting (gemswatch.watch._stagecare):
+escaped descendants found by their environment, the output limit and log
+compaction, the OOM preference, and a snapshot a candidate deleted."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from gemswatch.watch import _stagecare as care
+from gemswatch.watch.pipeline import Run, _keep_snapshot
+from gemswatch.watch.runner import run_process
+from gemswatch.watch.status import CRASHED, Outcome, decide
+
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def stage_env(run_id: str) -> dict[str, str]:
+    return {**os.environ, "GEMSWATCH_RUN_ID": run_id, "GEMSWATCH_STAGE": "preflight"}
+
+
+def test_marker_needs_run_and_stage():
+    assert care.stage_marker({"GEMSWATCH_RUN_ID": "r1"}) is None
+    assert care.stage_marker(stage_env("r1")) == (b"GEMSWATCH_RUN_ID=r1", b"GEMSWATCH_STAGE=preflight")
+
+
+def test_an_inherited_marker_is_not_used(monkeypatch):
+    # gemswatch's own tests run by a gemswatch stage: the outer stage's values
+    # would match the test process and its relatives.
+    monkeypatch.setenv("GEMSWATCH_RUN_ID", "outer")
+    monkeypatch.setenv("GEMSWATCH_STAGE", "correctness")
+    assert care.stage_marker(dict(os.environ)) is None
+    assert care.stage_marker({**os.environ, "GEMSWATCH_RUN_ID": "inner"}) is not None
+
+
+ESCAPER = r"""
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+print("escaped", child.pid, flush=True)
+"""
+
+
+def test_a_descendant_in_another_session_dies_with_its_stage(tmp_path):
+    log = tmp_path / "s.log"
+    run_id = f"test-escape-{os.getpid()}-{time.monotonic_ns()}"
+    out = run_process([PY, "-c", ESCAPER], cwd=tmp_path, env=stage_env(run_id), log_path=log, timeout=20,
+                      cancel=threading.Event())
+    assert out.returncode == 0
+    pid = int(log.read_text().split()[1])
+    end = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert not alive(pid)
+    assert care.find_marked(care.stage_marker(stage_env(run_id))) == []
+
+
+def test_without_a_marker_nothing_is_searched(tmp_path):
+    assert care.kill_marked(None) == []
+
+
+def test_a_flooding_stage_is_stopped_and_its_log_compacted(tmp_path, monkeypatch):
+    monkeypatch.setattr(care, "LOG_LIMIT_BYTES", 8 << 20)
+    log = tmp_path / "s.log"
+    flood = "import os\nos.write(1, b'start\\n')\nwhile True:\n    os.write(1, b'x' * 65536)\n"
+    start = time.monotonic()
+    out = run_process([PY, "-c", flood], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=60,
+                      cancel=threading.Event(), grace=5)
+    assert time.monotonic() - start < 20
+    assert out.log_limit == 8 << 20 and not out.timed_out
+    assert log.stat().st_size <= care.LOG_KEEP_HEAD + care.LOG_KEEP_TAIL + 200
+    text = log.read_text()
+    assert text.startswith("start") and "bytes of output dropped here" in text
+    verdict = decide("correctness", out, None, ["softmax"], text[-1000:])
+    assert verdict.status == CRASHED and "more than 8 MiB of output" in verdict.message
+
+
+def test_compact_log_keeps_small_logs_and_cuts_big_ones(tmp_path):
+    small = tmp_path / "small.log"
+    small.write_bytes(b"hello\n")
+    assert care.compact_log(small) == 0 and small.read_bytes() == b"hello\n"
+    big = tmp_path / "big.log"
+    big.write_bytes(b"H" * 100 + b"m" * 10_000 + b"T" * 100)
+    dropped = care.compact_log(big, head=100, tail=100)
+    assert dropped == 10_000
+    data = big.read_bytes()
+    assert data.startswith(b"H" * 100) and data.endswith(b"T" * 100) and b"10000 bytes of output dropped" in data
+
+
+def test_stages_are_the_oom_killers_first_choice(tmp_path):
+    log = tmp_path / "s.log"
+    code = "import time; time.sleep(0.5); print(open('/proc/self/oom_score_adj').read())"
+    run_process([PY, "-c", code], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=20, cancel=threading.Event())
+    assert log.read_text().strip() == "500"
+
+
+def test_a_deleted_snapshot_is_put_back_for_the_next_stage(tmp_path):
+    snap = tmp_path / "run" / "snapshot" / "cand.py"
+    snap.parent.mkdir(parents=True)
+    data = b"def my_softmax(x):\n    return x\n"
+    snap.write_bytes(data)
+    run = Run("r", None, hashlib.sha256(data).hexdigest(), ["preflight", "correctness"], tmp_path / "run", snap, None)
+    _keep_snapshot(run)  # first stage: keeps the bytes
+    snap.unlink()
+    snap.parent.rmdir()
+    _keep_snapshot(run)
+    assert snap.read_bytes() == data
+    snap.write_bytes(b"rewritten by the candidate")
+    _keep_snapshot(run)
+    assert snap.read_bytes() == data
+
+
+def test_outcome_limit_decides_crashed_before_anything_else():
+    verdict = decide("preflight", Outcome(0, 1.0, log_limit=512 << 20), {"records": []}, ["softmax"])
+    assert verdict.status == CRASHED and "512 MiB" in verdict.message
