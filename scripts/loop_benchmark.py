@@ -374,63 +374,75 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="measurements per figure (medians are shown)")
+    ap.add_argument("--only", default="abcde", help="the parts to run, e.g. `d` or `abc` (default: abcde)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch project")
     args = ap.parse_args()
+    parts = set(args.only)
     tmp = Path(tempfile.mkdtemp(prefix="gemswatch-loop-"))
     proj = scratch_copy(tmp / "project")
     print(f"loop benchmark: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, scratch project {proj}")
     load_before = _load()
-    capacity = parallel_capacity()
-    print(f"machine: load average {load_before}; parallel capacity {capacity:.2f} (2 CPU-bound processes at once)", flush=True)
+    print(f"machine: load average {load_before}; parallel capacity {parallel_capacity():.2f} (2 CPU-bound processes at once)", flush=True)
+    ratios: dict[str, float] = {}
     try:
-        print("(a) stage start ...", flush=True)
-        a = stage_start(proj, args.repeat)
-        print("(b) save -> verdict through the watcher (warm, then --cold) ...", flush=True)
-        b_warm, watcher = save_to_verdict(proj, args.repeat, cold=False)
-        print("(e) idle watcher ...", flush=True)
-        try:
-            e = idle(watcher)
-        finally:
-            watcher.stop()
-        b_cold, _ = save_to_verdict(proj, max(2, args.repeat // 2), cold=True)
-        print("(c) the same verdicts by hand ...", flush=True)
-        c = hand_chain(proj, max(2, args.repeat // 2))
-        print("(d) 16 files saved at once ...", flush=True)
-        capacity_d = parallel_capacity()
-        d = many_files(proj)
-        capacity_d = min(capacity_d, parallel_capacity())
+        if "a" in parts:
+            print("(a) stage start (median wall time of a stage through the runner)", flush=True)
+            a = stage_start(proj, args.repeat)
+            for name, t in a.items():
+                print(f"    {name:16s} warm {t['warm']:6.3f} s   cold {t['cold']:6.3f} s   warm/cold {t['warm'] / t['cold']:.3f}", flush=True)
+            ratios["start"] = a["trivial stage"]["warm"] / a["trivial stage"]["cold"]
+        if "b" in parts or "e" in parts:
+            print("(b) save -> verdict through `gemswatch candidates/ --json` (file write to stage_finished)", flush=True)
+            b_warm, watcher = save_to_verdict(proj, args.repeat, cold=False)
+            print(f"    warm   preflight {b_warm['preflight']:6.3f} s   correctness {b_warm['correctness']:6.3f} s", flush=True)
+            try:
+                if "e" in parts:
+                    e = idle(watcher)
+            finally:
+                watcher.stop()
+            if "e" in parts:
+                print("(e) idle watcher over 10 s (after (b))")
+                print(f"    watcher CPU {e['cpu']:.2f} %   RSS {e['rss']:.1f} MB   (warm pool: CPU {e['pool_cpu']:.2f} %, RSS {e['pool_rss']:.0f} MB)", flush=True)
+                ratios["cpu"], ratios["rss"] = e["cpu"], e["rss"]
+        if "b" in parts:
+            b_cold, _ = save_to_verdict(proj, max(2, args.repeat // 2), cold=True)
+            print(f"    --cold preflight {b_cold['preflight']:6.3f} s   correctness {b_cold['correctness']:6.3f} s", flush=True)
+        if "c" in parts:
+            print("(c) by hand: the preflight and correctness commands, cold, one after the other", flush=True)
+            c = hand_chain(proj, max(2, args.repeat // 2))
+            print(f"    preflight {c['preflight']:6.3f} s   correctness {c['correctness']:6.3f} s   chain {c['chain']:6.3f} s", flush=True)
+            if "b" in parts:
+                ratios["chain"] = b_warm["correctness"] / c["chain"]
+                ratios["preflight"] = b_warm["preflight"] / c["preflight"]
+                ratios["cold_chain"] = b_cold["correctness"] / c["chain"]
+        if "d" in parts:
+            print("(d) 16 files saved at once (write of the first to the last run_finished; mean of 2 rounds, A B B A)", flush=True)
+            capacity = parallel_capacity()
+            d = many_files(proj)
+            capacity = min(capacity, parallel_capacity())
+            print(f"    --jobs 1 {d[1]:6.2f} s   --jobs 2 {d[2]:6.2f} s   speed-up {d[1] / d[2]:.2f}x"
+                  f"   (parallel capacity of the machine before/after: min {capacity:.2f})", flush=True)
+            ratios["jobs"] = d[1] / d[2]
     finally:
         if args.keep:
             print(f"scratch project kept in {proj}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-
-    print()
-    print("(a) stage start (median wall time of a stage, run_process)")
-    for name, t in a.items():
-        print(f"    {name:16s} warm {t['warm']:6.3f} s   cold {t['cold']:6.3f} s   warm/cold {t['warm'] / t['cold']:.3f}")
-    r_start = a["trivial stage"]["warm"] / a["trivial stage"]["cold"]
-    print("(b) save -> verdict through `gemswatch candidates/ --json` (file write to stage_finished)")
-    print(f"    warm   preflight {b_warm['preflight']:6.3f} s   correctness {b_warm['correctness']:6.3f} s")
-    print(f"    --cold preflight {b_cold['preflight']:6.3f} s   correctness {b_cold['correctness']:6.3f} s")
-    print("(c) by hand: the preflight and correctness commands, cold, one after the other")
-    print(f"    preflight {c['preflight']:6.3f} s   correctness {c['correctness']:6.3f} s   chain {c['chain']:6.3f} s")
-    r_chain = b_warm["correctness"] / c["chain"]
-    print("(d) 16 files saved at once (write of the first to the last run_finished; mean of 2 rounds, A B B A)")
-    print(f"    --jobs 1 {d[1]:6.2f} s   --jobs 2 {d[2]:6.2f} s   speed-up {d[1] / d[2]:.2f}x"
-          f"   (parallel capacity of the machine meanwhile: {capacity_d:.2f})")
-    r_jobs = d[1] / d[2]
-    print("(e) idle watcher over 10 s")
-    print(f"    watcher CPU {e['cpu']:.2f} %   RSS {e['rss']:.1f} MB   (warm pool: CPU {e['pool_cpu']:.2f} %, RSS {e['pool_rss']:.0f} MB)")
     print(f"machine load average at the end: {_load()} (at the start: {load_before})")
     print()
     print("goals")
-    print(f"    warm stage start / cold          {r_start:.3f}  (goal <= {GOALS['start']})   {verdict(r_start <= GOALS['start'])}")
-    print(f"    save->correctness / hand chain    {r_chain:.3f}  (goal <= {GOALS['chain']})   {verdict(r_chain <= GOALS['chain'])}")
-    print(f"    16 files, jobs 1 / jobs 2         {r_jobs:.2f}x  (goal >= {GOALS['jobs']}x)  {verdict(r_jobs >= GOALS['jobs'])}")
-    print(f"    idle watcher CPU                  {e['cpu']:.2f} %  (goal < {GOALS['cpu']} %)   {verdict(e['cpu'] < GOALS['cpu'])}")
-    print(f"    idle watcher RSS                  {e['rss']:.1f} MB (goal < {GOALS['rss']:.0f} MB)  {verdict(e['rss'] < GOALS['rss'])}")
-    print(f"    (save->preflight / hand preflight {b_warm['preflight'] / c['preflight']:.3f}; --cold save->correctness / hand chain {b_cold['correctness'] / c['chain']:.3f})")
+    rows = [
+        ("start", "warm stage start / cold", "{:.3f}", f"<= {GOALS['start']}", lambda v: v <= GOALS["start"]),
+        ("chain", "save->correctness / hand chain", "{:.3f}", f"<= {GOALS['chain']}", lambda v: v <= GOALS["chain"]),
+        ("jobs", "16 files, jobs 1 time / jobs 2 time", "{:.2f}x", f">= {GOALS['jobs']}x", lambda v: v >= GOALS["jobs"]),
+        ("cpu", "idle watcher CPU", "{:.2f} %", f"< {GOALS['cpu']} %", lambda v: v < GOALS["cpu"]),
+        ("rss", "idle watcher RSS", "{:.1f} MB", f"< {GOALS['rss']:.0f} MB", lambda v: v < GOALS["rss"]),
+    ]
+    for key, label, fmt, goal, ok in rows:
+        if key in ratios:
+            print(f"    {label:36s} {fmt.format(ratios[key]):>10s}  (goal {goal})  {verdict(ok(ratios[key]))}")
+    if "chain" in ratios:
+        print(f"    (save->preflight / hand preflight {ratios['preflight']:.3f}; --cold save->correctness / hand chain {ratios['cold_chain']:.3f})")
     return 0
 
 

@@ -9,14 +9,29 @@
   stops a stage whose log passes :data:`LOG_LIMIT_BYTES`) and compacted
   afterwards to its head and tail.
 - Memory: the kernel's OOM killer is told to prefer a stage over the watcher.
+- A killed gemswatch: stages lead sessions of their own (so Ctrl-C in the
+  terminal reaches gemswatch only), so nothing kills them when gemswatch dies
+  by SIGKILL. A reaper process (this file run as a script, started with the
+  first stage) is told each stage's environment marker and process group
+  before and after the stage runs; when its pipe from gemswatch reaches end
+  of file, however gemswatch ended, it kills every stage still registered:
+  the group, then every process carrying the marker. This covers cold stages
+  and warm ones (a forked stage's marker is not in ``/proc/<pid>/environ``,
+  but its group is registered, and what it execs carries the marker).
 
-Linux only (``/proc``); elsewhere these are no-ops. Standard library only.
+Linux only (``/proc``); elsewhere these are no-ops. Standard library only:
+the reaper runs this file with ``python -I -S``.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Mapping
@@ -31,6 +46,9 @@ __all__ = [
     "log_too_big",
     "compact_log",
     "prefer_for_oom",
+    "guard",
+    "guard_group",
+    "unguard",
 ]
 
 # A stage whose log grows past this is stopped (a candidate printing in a loop).
@@ -145,3 +163,99 @@ def prefer_for_oom(pid: int, score: int = 500) -> None:
             f.write(str(score))
     except OSError:
         pass
+
+
+# ---------------------------------------------------------------------------
+# the reaper: no stage outlives gemswatch, even a SIGKILLed one
+
+
+class _Reaper:
+    """The client end: a pipe to the reaper process, started on first use."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.owner = 0  # the pid that started it (a forked child starts its own)
+        self.ids = itertools.count(1)
+        self.broken = False
+
+    def send(self, message: dict) -> None:
+        line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        with self.lock:
+            if self.broken or not os.path.isdir("/proc"):
+                return
+            if self.proc is None or self.owner != os.getpid() or self.proc.poll() is not None:
+                try:
+                    self.proc = subprocess.Popen(
+                        [sys.executable, "-I", "-S", os.path.abspath(__file__), "--reaper"],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        close_fds=True,
+                        start_new_session=True,  # Ctrl-C and a hang-up are for gemswatch
+                    )
+                except OSError:
+                    self.broken = True
+                    return
+                self.owner = os.getpid()
+            try:
+                self.proc.stdin.write(line)  # type: ignore[union-attr]
+                self.proc.stdin.flush()  # type: ignore[union-attr]
+            except (OSError, ValueError):  # it died: the next message starts another
+                self.proc = None
+
+
+_reaper = _Reaper()
+
+
+def guard(marker: tuple[bytes, ...] | None) -> int:
+    """Register a stage about to start; returns its handle. Call before the
+    stage process exists, so no moment leaves it unregistered."""
+    handle = next(_reaper.ids)
+    if marker is not None:
+        _reaper.send({"op": "add", "id": handle, "marker": [m.decode("utf-8", "surrogateescape") for m in marker]})
+    return handle
+
+
+def guard_group(handle: int, pgid: int) -> None:
+    """The stage's process group, once it exists."""
+    _reaper.send({"op": "group", "id": handle, "pgid": int(pgid)})
+
+
+def unguard(handle: int) -> None:
+    """The stage is over and reaped: forget it."""
+    _reaper.send({"op": "drop", "id": handle})
+
+
+def _reaper_main() -> None:
+    """Keep the registered stages until stdin ends, then kill what is left."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    stages: dict[int, dict] = {}
+    for line in sys.stdin.buffer:
+        try:
+            msg = json.loads(line)
+            handle = int(msg["id"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        op = msg.get("op")
+        if op == "drop":
+            stages.pop(handle, None)
+        elif op == "add":
+            stages.setdefault(handle, {})["marker"] = tuple(str(m).encode("utf-8", "surrogateescape") for m in msg["marker"])
+        elif op == "group":
+            stages.setdefault(handle, {})["pgid"] = int(msg["pgid"])
+    # End of file: gemswatch is gone (or closed us with stages still registered).
+    for st in stages.values():
+        pgid = st.get("pgid")
+        if pgid and pgid > 1:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for st in stages.values():
+        kill_marked(st.get("marker"))
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--reaper"]:
+    _reaper_main()

@@ -7,9 +7,11 @@ operator library: it reads YAML and looks at the file system.
 
 from __future__ import annotations
 
+import difflib
 import glob as _glob
 import hashlib
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -231,6 +233,81 @@ def _is_ident(s: Any) -> bool:
     return isinstance(s, str) and s.isidentifier()
 
 
+def _shown_folder(folder: Path, root: Path) -> str:
+    """``folder`` relative to config.yaml's folder when it is inside it."""
+    try:
+        rel = folder.relative_to(root).as_posix()
+    except ValueError:
+        return str(folder)
+    return "./" if rel == "." else rel + "/"
+
+
+def _did_you_mean(word: Any, known: Any) -> str | None:
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+_YAML_KEY = re.compile(r"""^[ \t]*(?:-[ \t]+)?(?P<key>"[^"]*"|'[^']*'|[^\s'"#{\[][^:#]*?)[ \t]*:(?:[ \t]|$)""")
+
+
+def _key_at_line(text: str, line: int) -> tuple:
+    """The key path that line ``line`` (1-based) of ``text`` sits under, read
+    from indentation alone (the text does not parse, so there is no tree)."""
+    stack: list[tuple[int, str]] = []
+    for i, raw in enumerate(text.splitlines()[:line], start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" \t"))
+        m = _YAML_KEY.match(raw)
+        if m is None:
+            if i == line:
+                while stack and stack[-1][0] >= indent:
+                    stack.pop()
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group("key").strip("'\"")))
+    return tuple(k for _, k in stack)
+
+
+def _yaml_issue(e: yaml.YAMLError, text: str, name: str) -> ConfigIssue:
+    """One line for a YAML syntax error: where the broken construct starts,
+    the key it belongs to, and what to do about it."""
+    problem = (getattr(e, "problem", None) or str(e).splitlines()[0]).strip()
+    context = (getattr(e, "context", None) or "").strip()
+    mark = getattr(e, "problem_mark", None)
+    start = getattr(e, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    opened = {"flow mapping": ("{", "}"), "flow sequence": ("[", "]")}
+    what = next((k for k in opened if k in context), None)
+    if what is not None and start is not None:
+        # An unclosed `{` or `[` is reported where the parser gave up (often
+        # the next line); the fix belongs on the line that opened it.
+        line = start.line + 1
+        o, c = opened[what]
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        msg = f"YAML syntax error in the `{o}...{c}` opened on this line: {problem}{at}"
+        fix = f"separate its items with `,` and close it with `{c}`"
+    elif "quoted scalar" in context and start is not None:
+        line = start.line + 1
+        msg = f"YAML syntax error: the quote opened on this line is never closed ({problem})"
+        fix = "close the quote"
+    elif "'\\t'" in problem:
+        msg = "YAML syntax error: a tab in the indentation"
+        fix = "indent with spaces, not tabs"
+    elif "mapping values are not allowed" in problem:
+        msg = f"YAML syntax error: {problem} (a second `: ` on one line)"
+        fix = "put the nested key on its own, indented line, or quote the value"
+    elif "expected <block end>" in problem or "block mapping" in context:
+        msg = f"YAML syntax error: the indentation does not match the keys above ({problem})"
+        fix = "indent the key like its siblings, with spaces"
+    else:
+        msg = f"YAML syntax error: {problem}" + (f" ({context})" if context else "")
+        fix = "fix the YAML at that line"
+    key = _key_at_line(text, line) if line else ()
+    return ConfigIssue(_keyname(key) if key else "(yaml)", line, msg, fix, name)
+
+
 # ---------------------------------------------------------------------------
 # loading
 
@@ -263,19 +340,31 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(
-            [ConfigIssue("(yaml)", line, f"YAML syntax error: {problem}", "fix the YAML at that line", name)]
-        ) from e
+        raise ConfigError([_yaml_issue(e, text, name)]) from e
     if data is None:
         raise ConfigError(
-            [ConfigIssue("(file)", None, "the file is empty", "map at least one candidate under `candidates:`", name)]
+            [
+                ConfigIssue(
+                    "candidates",
+                    1,
+                    "the file is empty (no YAML mapping, so no candidates are mapped)",
+                    "write `candidates: {file.py: {op: function}}` and `operators: {op: {tests: ...}}` (docs/watch.md)",
+                    name,
+                )
+            ]
         )
     if not isinstance(data, dict):
+        kind = {"list": "a list", "str": "a single string"}.get(type(data).__name__, f"a {type(data).__name__}")
         raise ConfigError(
-            [ConfigIssue("(file)", 1, f"the top level is a {type(data).__name__}", "write a mapping of keys", name)]
+            [
+                ConfigIssue(
+                    "(top level)",
+                    1,
+                    f"the top level is {kind}, not a mapping of keys",
+                    "write `key: value` lines without a leading `-`",
+                    name,
+                )
+            ]
         )
     lines: dict[tuple, int] = {}
     dups: list = []
@@ -289,8 +378,8 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
 
     for key in data:
         if key not in _TOP_KEYS:
-            close = [k for k in _TOP_KEYS if k.startswith(str(key)[:3])]
-            hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(_TOP_KEYS)
+            close = _did_you_mean(key, _TOP_KEYS) or next((k for k in _TOP_KEYS if k.startswith(str(key)[:3])), None)
+            hint = f"did you mean `{close}`?" if close else "known keys: " + ", ".join(_TOP_KEYS)
             ck.issue((key,), "unknown key", hint)
 
     def get_str(key: str, default: str | None) -> str | None:
@@ -309,6 +398,7 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
         ck.issue(("project",), f"{project} is not a folder", "point it at a checkout with tests/ and benchmark/")
 
     # watch folder
+    watch_errors = len(ck.errors)
     if watch_override is not None:
         watch = Path(watch_override).absolute().resolve()
         if not watch.is_dir():
@@ -324,7 +414,12 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
             if not watch.is_dir():
                 ck.issue(("watch",), f"{watch_s!r} is not a folder", "create it or fix the path (relative to config.yaml)")
             elif not (_inside(watch, root) or _inside(watch, project)):
-                ck.issue(("watch",), f"{watch} is outside the project", "watch a folder inside the project")
+                ck.issue(
+                    ("watch",),
+                    f"{watch_s!r} ({watch}) is outside the project {project}",
+                    "watch a folder inside the project, e.g. `watch: candidates`",
+                )
+    watch_ok = len(ck.errors) == watch_errors
 
     python = get_str("python", None)
     if python is None:
@@ -396,7 +491,8 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
     preload = _check_preload(ck, data, module)
 
     operators = _check_operators(ck, data.get("operators"), project)
-    candidates = _check_candidates(ck, data.get("candidates"), watch, operators)
+    # Globs are matched only against a usable watched folder (one error, not one per glob).
+    candidates = _check_candidates(ck, data.get("candidates"), watch, operators, match_files=watch_ok)
 
     if ck.errors:
         raise ConfigError(ck.errors)
@@ -485,7 +581,8 @@ def _check_operators(ck: _Checker, ov: Any, project: Path) -> dict[str, Operator
             continue
         for k in spec:
             if k not in _OP_KEYS:
-                ck.issue(key + (k,), "unknown key", "use tests, benchmark or marker")
+                close = _did_you_mean(k, _OP_KEYS)
+                ck.issue(key + (k,), "unknown key", f"did you mean `{close}`?" if close else "use tests, benchmark or marker")
         sel = {}
         for k in ("tests", "benchmark"):
             v = spec.get(k)
@@ -529,7 +626,7 @@ def _check_operators(ck: _Checker, ov: Any, project: Path) -> dict[str, Operator
 
 
 def _check_candidates(
-    ck: _Checker, cv: Any, watch: Path, operators: dict[str, OperatorSpec]
+    ck: _Checker, cv: Any, watch: Path, operators: dict[str, OperatorSpec], *, match_files: bool = True
 ) -> tuple[CandidateRule, ...]:
     from .mapping import discover_files, match_glob  # local: mapping imports this module
 
@@ -581,17 +678,28 @@ def _check_candidates(
                 ck.issue(okey, f"operator {op!r} has no tests", f"add `operators: {{{op}: {{tests: tests/test_<family>.py}}}}`")
                 continue
             if not operators[op].tests:
-                ck.issue(okey, f"operator {op!r} has no tests", f"set operators.{op}.tests")
+                ck.issue(okey, f"operator {op!r} has no tests", f"set `operators.{op}.tests` (e.g. tests/test_<family>.py)")
                 continue
             pairs.append((op, func))
             used_ops.add(op)
+        if not match_files:
+            continue
         matched = [f for f in rel_files if match_glob(pattern, f)]
         if not matched:
-            ck.issue(key, f"{pattern!r} matches no file in {watch}", "fix the name, or create the file (gemswatch new OP)")
+            shown = _shown_folder(watch, ck.path.parent)
+            close = _did_you_mean(pattern, rel_files)
+            hint = f"did you mean `{close}`? Fix the name" if close else "fix the name"
+            ck.issue(key, f"{pattern!r} matches no file in {shown}", f"{hint}, or create the file (gemswatch new OP)")
         for f in matched:
             if f in owner:
+                # One file, one pipeline: two rules would give it two sets of
+                # operators, and merging them silently hides a typo.
                 other, line = owner[f]
-                ck.issue(key, f"{f} is also mapped by {other!r} (line {line})", "map each file once")
+                ck.issue(
+                    key,
+                    f"{f} is also mapped by {other!r} (line {line})",
+                    "map each file once: narrow one of the globs, or list all its operators under one entry",
+                )
             else:
                 owner[f] = (pattern, ck.line(key))
         if pairs:

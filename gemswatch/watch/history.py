@@ -5,12 +5,14 @@ Layout under the project's ``.gemswatch/``::
     history.jsonl            one JSON object per finished stage and per run
     runs/<run_id>/           snapshot/, <stage>.cmd, <stage>.log, <stage>.json
 
-Each history line is written, flushed and fsynced before the event is shown.
-Reading tolerates a torn last line (a killed writer).
+Each history line is one write of a whole line, fsynced before the event is
+shown. Reading skips a garbled line; the next append cuts off a torn last
+line (a writer killed in the middle of its write).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -53,14 +55,39 @@ class History:
         return d
 
     def append(self, record: dict[str, Any]) -> None:
-        """Append one record durably (flush and fsync before returning)."""
-        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
+        """Append one record durably (fsync before returning), as one write
+        of a whole line under an exclusive lock of the file (several gemswatch
+        processes may share a project). A torn last line, which only a writer
+        killed in the middle of its write can leave, is cut off first so it
+        cannot glue itself to this record."""
+        line = (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode("utf-8")
         with self._lock:
             self.dir.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes, or its process dies
+                self._cut_torn_tail(fd)
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _cut_torn_tail(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        keep = size
+        while keep > 0:  # back to just after the last newline
+            start = max(0, keep - 65536)
+            chunk = os.pread(fd, keep - start, start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+                break
+            keep = start
+        os.ftruncate(fd, keep)
 
     def sink(self, record: dict[str, Any]) -> None:
         """EventBus sink: keep finished stages and runs."""

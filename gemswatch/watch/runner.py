@@ -7,7 +7,8 @@ summary), waits ``grace`` seconds, then SIGKILLs the group. After the leader
 exits the group is SIGKILLed once more so no straggler survives its stage,
 and processes it started in other sessions are found by their environment
 and killed too (``_stagecare``), as is a stage whose log passes the output
-limit.
+limit. Every stage is registered with ``_stagecare``'s reaper while it runs,
+so it dies even when gemswatch is killed by SIGKILL.
 
 A warm stage (forked by the warm pool, see ``warmstart``) is driven the same
 way: it leads its own session too, and the pool reports its exit status.
@@ -115,11 +116,15 @@ def run_process(
     """
     start = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    marker = care.stage_marker(env)
+    # Registered before it exists: a SIGKILLed gemswatch still takes the stage along.
+    guard = care.guard(marker)
     with open(log_path, "wb") as log:
         proc = None
         if warm is not None:
             proc = warm.spawn(cmd, cwd, env, log.fileno(), cancel)
             if proc is None and cancel.is_set():
+                care.unguard(guard)
                 return Outcome(
                     None,
                     time.monotonic() - start,
@@ -139,8 +144,9 @@ def run_process(
                     close_fds=True,
                 )
             except OSError as e:
+                care.unguard(guard)
                 return Outcome(None, time.monotonic() - start, spawn_error=f"{cmd[0]}: {e.strerror or e}")
-    marker = care.stage_marker(env)
+    care.guard_group(guard, proc.pid)
     with _live_lock:
         _live[proc.pid] = proc
         _markers[proc.pid] = marker
@@ -178,6 +184,7 @@ def run_process(
         with _live_lock:
             _live.pop(proc.pid, None)
             _markers.pop(proc.pid, None)
+        care.unguard(guard)
     if getattr(proc, "lost", False) and not (cancelled or timed_out) and warm is not None:
         warm.lost(proc)
         return run_process(

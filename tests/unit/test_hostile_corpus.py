@@ -107,8 +107,8 @@ def _children_map() -> dict[int, list[int]]:
 
 def stage_processes(run_ids: set[str], root: int | None = None) -> list[str]:
     """Live processes that belong to a stage: descendants of ``root`` (the
-    watcher; a warm pool is not a stage) and any process whose environment
-    names one of ``run_ids``, wherever it was reparented."""
+    watcher; its warm pool and its reaper are not stages) and any process
+    whose environment names one of ``run_ids``, wherever it was reparented."""
     found: dict[int, str] = {}
     wanted = {f"GEMSWATCH_RUN_ID={r}".encode() for r in run_ids}
     for d in Path("/proc").iterdir():
@@ -130,7 +130,7 @@ def stage_processes(run_ids: set[str], root: int | None = None) -> list[str]:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if alive(pid) and "warm.py" not in cmd:
+            if alive(pid) and "warm.py" not in cmd and "_stagecare.py --reaper" not in cmd:
                 found[pid] = f"descendant of the watcher: {cmd[:120]}"
     return [f"{pid}: {why}" for pid, why in sorted(found.items())]
 

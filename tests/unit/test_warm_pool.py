@@ -161,7 +161,7 @@ def test_stopping_a_warm_stage_kills_everything_it_started(proj, starter):
 
 def test_a_timed_out_warm_stage_leaves_nothing_behind(proj, starter):
     starter.pool_pid()
-    out = starter.stage("test_spawner.py", timeout=2.5)
+    out = starter.stage("test_spawner.py", timeout=5)
     pids = read_pids(proj)
     assert out.timed_out and out.warm
     wait_for(lambda: not any(alive(p) for p in pids), 5, "the stage's processes to die")

@@ -230,3 +230,19 @@ def test_local_imports(tmp_path):
         (tmp_path / "pkg" / "util.py").resolve(),
     }
     assert local_imports("def broken(:\n", tmp_path / "c" / "x.py", [tmp_path]) == set()
+
+
+@pytest.mark.parametrize(
+    "edit,where,fix",
+    [
+        ("  correctness: '60\n", "5: timeouts.correctness: YAML syntax error: the quote opened on this line", "close the quote"),
+        ("  correctness: 60: 70\n", "5: timeouts.correctness: YAML syntax error: mapping values are not allowed",
+         "put the nested key on its own, indented line, or quote the value"),
+        ("  correctness: 60\n pre: 1\n", "6: timeouts.pre: YAML syntax error: the indentation does not match",
+         "indent the key like its siblings, with spaces"),
+    ],
+    ids=["unclosed-quote", "two-colons", "indentation"],
+)
+def test_yaml_errors_name_the_key_the_line_and_a_fix(tmp_path, edit, where, fix):
+    (line,) = errors(tmp_path, GOOD.replace("  correctness: 60\n", edit))
+    assert line.startswith("config.yaml:" + where) and line.endswith("; " + fix), line

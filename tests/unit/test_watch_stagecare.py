@@ -124,3 +124,54 @@ def test_a_deleted_snapshot_is_put_back_for_the_next_stage(tmp_path):
 def test_outcome_limit_decides_crashed_before_anything_else():
     verdict = decide("preflight", Outcome(0, 1.0, log_limit=512 << 20), {"records": []}, ["softmax"])
     assert verdict.status == CRASHED and "512 MiB" in verdict.message
+
+
+FAKE_WATCHER = """\
+import os, sys, threading
+from pathlib import Path
+from gemswatch.watch.runner import run_process
+folder = Path(sys.argv[2])
+env = {**os.environ, "GEMSWATCH_RUN_ID": sys.argv[1], "GEMSWATCH_STAGE": "correctness"}
+run_process([sys.executable, "-c", sys.argv[3]], cwd=folder, env=env, log_path=folder / "s.log", timeout=60,
+            cancel=threading.Event())
+"""
+
+HANGING_STAGE = """\
+import os, subprocess, sys, time
+sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+escaped = subprocess.Popen(sleep, start_new_session=True)  # found by its environment
+unmarked = subprocess.Popen(sleep, env={"PATH": os.environ.get("PATH", "")})  # found by its group
+print(os.getpid(), escaped.pid, unmarked.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_sigkilled_watcher_takes_its_stages_along(tmp_path):
+    """The reaper: gemswatch killed by SIGKILL, its stage (its own session),
+    the stage's child in yet another session and an unmarked child in the
+    stage's group all die."""
+    import signal
+    import subprocess
+
+    run_id = f"test-reaper-{os.getpid()}-{time.monotonic_ns()}"
+    watcher = subprocess.Popen([PY, "-c", FAKE_WATCHER, run_id, str(tmp_path), HANGING_STAGE])
+    log = tmp_path / "s.log"
+    pids: list[int] = []
+    try:
+        end = time.monotonic() + 20
+        while len(pids) < 3 and time.monotonic() < end:
+            time.sleep(0.05)
+            pids = [int(x) for x in log.read_text().split()] if log.exists() else []
+        assert len(pids) == 3, "the stage did not start"
+        watcher.send_signal(signal.SIGKILL)
+        watcher.wait(10)
+        end = time.monotonic() + 5
+        while any(alive(p) for p in pids) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert [p for p in pids if alive(p)] == []
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+        for p in pids:
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
