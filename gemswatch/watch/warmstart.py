@@ -53,6 +53,20 @@ _GIVE_UP = ("import", "threads", "cuda", "spawn")  # failures that a restart can
 _MAX_MESSAGE = 1 << 20
 
 
+def _receive(sock: socket.socket, size: int) -> tuple[bytes, dict]:
+    """One message from the pool: its bytes (empty when the socket closed or
+    failed) and its JSON object (empty when it is not one)."""
+    try:
+        data = sock.recv(size)
+    except OSError:
+        return b"", {}
+    try:
+        msg = json.loads(data) if data else {}
+    except ValueError:
+        msg = {}
+    return data, msg if isinstance(msg, dict) else {}
+
+
 def _killpg(pgid: int, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(pgid, sig)
@@ -140,18 +154,9 @@ class WarmProcess:
                 return
 
     def _read(self) -> None:
-        try:
-            data = self._conn.recv(4096)
-        except OSError:
-            data = b""
-        msg: dict = {}
-        if data:
-            try:
-                msg = json.loads(data)
-            except ValueError:
-                msg = {}
-            if msg.get("event") != "exit":
-                return
+        data, msg = _receive(self._conn, 4096)
+        if data and msg.get("event") != "exit":
+            return
         self._conn.close()
         if isinstance(msg.get("returncode"), int):
             self.returncode = msg["returncode"]
@@ -266,16 +271,7 @@ class _Pool:
         finally:
             theirs.close()
         mine.settimeout(REPLY_TIMEOUT)
-        try:
-            data = mine.recv(_MAX_MESSAGE)
-        except OSError:
-            data = b""
-        msg: dict = {}
-        if data:
-            try:
-                msg = json.loads(data)
-            except ValueError:
-                msg = {}
+        _, msg = _receive(mine, _MAX_MESSAGE)
         if msg.get("event") == "started" and isinstance(msg.get("pid"), int):
             mine.settimeout(None)
             return WarmProcess(mine, msg["pid"], self)
