@@ -46,7 +46,7 @@ markers =
 def build_project(root: Path, names: list[str]) -> Path:
     """A project with the repository's softmax tests and benchmark, the
     corpus files ``names`` under corpus/, and a config.yaml mapping them."""
-    for rel in ("tests/conftest.py", "tests/test_softmax.py", "benchmark/conftest.py", "benchmark/test_softmax_perf.py"):
+    for rel in ("tests/conftest.py", "tests/test_softmax.py", "tests/_softmax_family.py", "benchmark/conftest.py", "benchmark/test_softmax_perf.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / rel, root / rel)
     (root / "pytest.ini").write_text(PYTEST_INI)
