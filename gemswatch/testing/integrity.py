@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import os
 import sys
 from types import ModuleType
 from typing import Any, Callable, Iterator
@@ -114,6 +115,24 @@ def _is_function_like(value: Any) -> bool:
 def is_inplace(op: str) -> bool:
     """ATen's naming contract: ``addmm_`` writes its first argument in place."""
     return op.endswith("_") and not op.endswith("__")
+
+
+def _torch_wraps_itself(new: Any, original: Any) -> bool:
+    """Whether ``new`` is torch's own wrapper around ``original``.
+
+    Importing ``torch._dynamo`` (``torch.compile`` does) rewraps a few torch
+    functions, ``torch.manual_seed`` among them; a candidate that compiles
+    its kernel must not be taken for one that patches torch. The wrapper's
+    code has to live in torch's own package, which a candidate's code does not.
+    """
+    if getattr(new, "__wrapped__", _ABSENT) is not original:
+        return False
+    torch = sys.modules.get("torch")
+    code = getattr(new, "__code__", None)
+    torch_file = getattr(torch, "__file__", None)
+    if code is None or not torch_file:
+        return False
+    return os.path.abspath(code.co_filename).startswith(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
 
 
 class Watchlist:
@@ -203,8 +222,14 @@ class Watchlist:
                 self._entries.append((f"{label}.{key}", klass, namespace, key, value))
 
     def changed(self) -> list[str]:
-        """Dotted names whose value is no longer the recorded object."""
-        return [label for label, _, ns, key, orig in self._entries if ns.get(key, _ABSENT) is not orig]
+        """Dotted names whose value is no longer the recorded object (torch
+        wrapping its own functions, see :func:`_torch_wraps_itself`, is not a change)."""
+        changed = []
+        for label, _, ns, key, orig in self._entries:
+            now = ns.get(key, _ABSENT)
+            if now is not orig and not _torch_wraps_itself(now, orig):
+                changed.append(label)
+        return changed
 
     def restore(self, labels: list[str] | None = None) -> None:
         """Put the recorded objects back (all changed ones, or ``labels``)."""

@@ -333,3 +333,25 @@ def test_do_bench_timer_synchronizes_the_whole_device_inside_each_timed_call(mon
     assert timer(lambda: None) == 0.5
     assert "device_sync" in timer.name
     assert timing.make_timer("cuda", 1, 5).__class__ is timing.DoBenchTimer
+
+
+def test_torch_rewrapping_its_own_function_is_not_a_patch():
+    # Importing torch._dynamo (torch.compile in a candidate) rewraps
+    # torch.manual_seed with torch's own wrapper; that must not count as the
+    # candidate patching torch, while a wrapper written elsewhere still does.
+    def seed(n):
+        return n
+
+    module = types.ModuleType("fakeseed")
+    module.seed = seed
+    watch = Watchlist()
+    watch.add_module(module, "fakeseed")
+    module.seed = torch._disable_dynamo(seed)  # torch's wrapper, __wrapped__ = seed
+    assert watch.changed() == []
+
+    def imitation(n):
+        return seed(n)
+
+    imitation.__wrapped__ = seed
+    module.seed = imitation
+    assert watch.changed() == ["fakeseed.seed"]
