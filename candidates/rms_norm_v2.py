@@ -123,7 +123,7 @@ def rms_norm(
     eps: float | None = None,
 ) -> torch.Tensor:
     """``torch.nn.functional.rms_norm``: normalise over the trailing
-    ``normalized_shape`` dims; ``eps=None`` means ``torch.finfo(input.dtype).eps``.
+    ``normalized_shape`` dims; ``eps=None`` means float32's epsilon, as in torch.
     Returns a contiguous tensor of ``input``'s shape and dtype."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if tuple(input.shape[input.dim() - len(shape) :]) != shape or input.dim() < len(shape):
@@ -135,7 +135,7 @@ def rms_norm(
     if input.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"rms_norm: unsupported dtype {input.dtype} (float32, float16, bfloat16)")
     if eps is None:
-        eps = torch.finfo(input.dtype).eps
+        eps = torch.finfo(torch.float32).eps  # torch uses its float32 compute type's eps
 
     n_cols = math.prod(shape)
     y = torch.empty(input.shape, dtype=input.dtype, device=input.device)

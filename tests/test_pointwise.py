@@ -221,11 +221,11 @@ def test_unary_zero_dim_and_empty(op):
 
 @pytest.mark.gelu
 def test_gelu_rejects_unknown_approximation():
-    with pytest.raises(ValueError, match="approximate"):
+    with pytest.raises((ValueError, RuntimeError), match="approximate"):
         gems.gelu(_randn(4), approximate="erf")
 
 
 @pytest.mark.parametrize("op", BINARY)
 def test_binary_shape_mismatch_raises(op):
-    with pytest.raises(RuntimeError, match="broadcast"):
+    with pytest.raises(RuntimeError, match="broadcast|must match"):
         _gems_binary(op, _randn(3, 4), _randn(5, 4))

@@ -142,7 +142,7 @@ def _adapt_fused_rms_norm(fn, input, normalized_shape, weight, eps):
     """aten::_fused_rms_norm -> (out, rstd); ``fn`` is rms_norm. rstd is fp32
     like ATen's, computed by torch's own kernels (only the backward reads it)."""
     out = fn(input, normalized_shape, weight, eps)
-    eps_ = torch.finfo(input.dtype).eps if eps is None else eps
+    eps_ = torch.finfo(torch.float32).eps if eps is None else eps
     x, dims, _ = _row_stats(input, normalized_shape)
     rstd = torch.rsqrt(x.square().mean(dims, keepdim=True) + eps_)
     return out, rstd

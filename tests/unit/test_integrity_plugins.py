@@ -280,3 +280,37 @@ def my_softmax(x, dim=-1, dtype=None):
 """, "--preflight-only")
     assert report["records"][0]["status"] == "passed"
     assert "integrity check 'invocation' failed: one invocation of softmax ran the candidate" in report["records"][1]["error"]
+
+
+def test_gems_impl_cases_are_skipped_only_for_an_overridden_operator(pytester):
+    pytester.makepyfile(
+        conftest=CONFTEST + '    config.addinivalue_line("markers", "gems_impl: the library kernel\'s own behaviour")\n',
+        torchops=TORCHOPS,
+        test_impl="""
+        import pytest
+        import torch
+
+        import torchops
+
+        @pytest.mark.softmax
+        def test_contract():
+            assert torchops.softmax(torch.zeros(2), -1).shape == (2,)
+
+        @pytest.mark.softmax
+        @pytest.mark.gems_impl
+        def test_library_wording():
+            with pytest.raises(IndexError, match="library wording"):
+                torchops.softmax(torch.zeros(2), 5)
+
+        @pytest.mark.log_softmax
+        @pytest.mark.gems_impl
+        def test_other_operator():
+            assert torchops.log_softmax(torch.zeros(2), -1).shape == (2,)
+        """,
+    )
+    result, report = run(pytester, GOOD)
+    rows = results(report)
+    assert rows["test_contract"][0] == "passed"
+    assert rows["test_library_wording"][0] == "skipped" and "softmax is overridden" in rows["test_library_wording"][1]
+    assert rows["test_other_operator"][0] == "passed"  # log_softmax is not overridden
+    assert result.ret == 0

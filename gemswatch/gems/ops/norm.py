@@ -162,7 +162,8 @@ def rms_norm(
         input: a floating point tensor.
         normalized_shape: the trailing dims to normalise over.
         weight: optional elementwise scale of shape ``normalized_shape``.
-        eps: added to the mean square; None means ``torch.finfo(input.dtype).eps``.
+        eps: added to the mean square; None means the float32 epsilon, as torch computes it
+            (torch takes the eps of its compute type, float32 for half inputs).
     Returns:
         A contiguous tensor of ``input``'s shape and dtype.
     Raises:
@@ -170,7 +171,7 @@ def rms_norm(
     """
     x, n_rows, n_cols, params = _rows(input, normalized_shape, {"weight": weight}, "rms_norm")
     if eps is None:
-        eps = torch.finfo(input.dtype).eps
+        eps = torch.finfo(torch.float32).eps  # torch's compute type, also for half inputs
     y = torch.empty_like(x)
     if y.numel() == 0:
         return y
