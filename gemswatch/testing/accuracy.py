@@ -61,8 +61,11 @@ def assert_close(
         return
     bad = (~close).sum().item()
     err = (got - want).abs()
-    err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)
-    flat = int(err.argmax())
+    # The worst element is the one furthest outside its own tolerance (not the
+    # largest absolute error, which may be a large value still within rtol).
+    excess = err / (atol + rtol * want.abs())
+    excess = torch.where(close, torch.zeros_like(excess), torch.where(torch.isnan(excess), torch.full_like(excess, math.inf), excess))
+    flat = int(excess.argmax())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)) if got.dim() else ()
     g, w = got.reshape(-1)[flat].item(), want.reshape(-1)[flat].item()
     rel = abs(g - w) / abs(w) if w else math.inf
