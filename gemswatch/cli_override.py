@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .dynamic_registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
+from .dynamic_registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError, _resolve_path
 
 __all__ = [
     "OverrideSpec",
@@ -53,10 +53,7 @@ class OverrideSpec:
     source: str = "--override"
 
     def resolved_path(self) -> Path:
-        path = Path(self.path).expanduser()
-        if not path.is_absolute():
-            path = Path(self.base_dir or os.getcwd()) / path
-        return path.resolve()
+        return _resolve_path(self.path, self.base_dir)
 
 
 class _EmptyPart(ValueError):

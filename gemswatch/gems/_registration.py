@@ -205,6 +205,11 @@ def _select(config: tuple[OpEntry, ...], names: Iterable[str], what: str) -> set
     return selected
 
 
+def _all_keys_except(config: tuple[OpEntry, ...], names: Iterable[str] | None, what: str) -> set[str]:
+    """Every key of ``config`` but those named by ``names`` (op names or keys)."""
+    return {e.key for e in config} - (_select(config, names, what) if names else set())
+
+
 def _resolve_live(config: tuple[OpEntry, ...], key: str) -> Callable[..., Any]:
     """The function to register for ``key``: the current
     ``gemswatch.gems.<name of the function originally bound to key>``."""
@@ -400,8 +405,14 @@ def _unregister(record: _Registration | None) -> None:
         record.lib._destroy()
 
 
-def _new_lib():
-    return torch.library.Library("aten", "IMPL")
+def _register_new_lib(keys: set[str], config: tuple[OpEntry, ...]) -> _Registration:
+    """Register into a fresh library, destroyed again if registering fails."""
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        return _register(lib, keys, config)
+    except BaseException:
+        lib._destroy()
+        raise
 
 
 def _enable_keys(keys: set[str], config: tuple[OpEntry, ...], lib) -> None:
@@ -410,12 +421,7 @@ def _enable_keys(keys: set[str], config: tuple[OpEntry, ...], lib) -> None:
         if lib is not None:
             _register(lib, keys, config)
             return
-        fresh = _new_lib()
-        try:
-            record = _register(fresh, keys, config)
-        except BaseException:
-            fresh._destroy()
-            raise
+        record = _register_new_lib(keys, config)
         _unregister(_ENABLED)  # enable() twice replaces the first registration
         _ENABLED = record
 
@@ -436,7 +442,7 @@ def enable(lib=None, unused: Iterable[str] | None = None) -> None:
             ``gems._FULL_CONFIG``.
     """
     config = _config()
-    keys = {e.key for e in config} - (_select(config, unused, "enable(unused=...)") if unused else set())
+    keys = _all_keys_except(config, unused, "enable(unused=...)")
     _enable_keys(keys, config, lib)
 
 
@@ -469,14 +475,9 @@ def use_gems(exclude: Iterable[str] | None = None, include: Iterable[str] | None
     if include:
         keys = _select(config, include, "use_gems(include=...)")
     else:
-        keys = {e.key for e in config} - (_select(config, exclude, "use_gems(exclude=...)") if exclude else set())
+        keys = _all_keys_except(config, exclude, "use_gems(exclude=...)")
     with _LOCK:
-        lib = _new_lib()
-        try:
-            record = _register(lib, keys, config)
-        except BaseException:
-            lib._destroy()
-            raise
+        record = _register_new_lib(keys, config)
     try:
         yield
     finally:

@@ -54,8 +54,7 @@ def assert_close(
     if actual.dtype != dtype:
         raise AssertionError(f"dtype mismatch: got {actual.dtype}, expected {dtype}")
     rtol, atol = tolerance(dtype, reduce_len)
-    got = actual.detach().to("cpu", torch.float64)
-    want = expected.detach().to("cpu", torch.float64)
+    got, want = to_reference(actual), to_reference(expected)
     close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan)
     if bool(close.all()):
         return

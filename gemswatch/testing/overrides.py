@@ -148,11 +148,11 @@ class SessionOverrides:
         ``<module>.<op>`` checks the operator's contract and the watchlist.
         ``candidate()`` still answers the registry's counting wrapper, and
         ``restore()`` puts the original operators back as usual."""
-        if not self.registry:
-            return
         module = sys.modules.get(self.module_name)
+        if not self.registry or module is None:
+            return
         for row in self.rows():
-            if not row["file"] or row["module"] != self.module_name or module is None:
+            if not row["file"] or row["module"] != self.module_name:
                 continue
             op = row["operator"]
             installed = self.registry.get_override(op, self.module_name)

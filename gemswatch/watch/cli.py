@@ -253,6 +253,15 @@ class _Output:
         Path(path).write_text(rec.export_svg(title="gemswatch"), encoding="utf-8")
 
 
+def _show_until(out: _Output, stop: threading.Event, poll: float) -> None:
+    """Draw the dashboard (or, in json/plain mode, just wait) until ``stop`` is set."""
+    if out.mode == "dashboard":
+        out.view.run(stop)
+    else:
+        while not stop.wait(poll):
+            pass
+
+
 def _install_signals(stop: threading.Event) -> Callable[[], None]:
     """SIGINT/SIGTERM/SIGHUP set ``stop``; a second one kills the stages at once."""
     from .runner import kill_all
@@ -369,12 +378,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         elif key == "f":
             session.rerun_failed()
         elif key == "b":
-            sel = None
-            if out.state is not None:
-                with out.state.lock:
-                    sel = out.state.selected_candidate()
+            with out.state.lock:
+                sel = out.state.selected_candidate()
             session.benchmark_now([sel] if sel else None)
-        elif key in ("up", "down", "k", "j") and out.state is not None:
+        elif key in ("up", "down", "k", "j"):
             with out.state.lock:
                 out.state.select(-1 if key in ("up", "k") else 1)
 
@@ -404,11 +411,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             keys = None
     loop.start()
     try:
-        if out.mode == "dashboard":
-            out.view.run(stop)
-        else:
-            while not stop.wait(0.5):
-                pass
+        _show_until(out, stop, 0.5)
     finally:
         stop.set()
         if keys is not None:
@@ -460,11 +463,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t = threading.Thread(target=waiter, name="gemswatch-wait", daemon=True)
     t.start()
     try:
-        if out.mode == "dashboard":
-            out.view.run(stop)
-        else:
-            while not stop.wait(0.2):
-                pass
+        _show_until(out, stop, 0.2)
     finally:
         interrupted = not waiter_done.is_set()
         session.stop()
@@ -492,7 +491,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     cfg = _load(args)
     if isinstance(cfg, int):
         return cfg
-    from .mapping import CandidateMap, discover_files
+    from .mapping import CandidateMap, discover_files, selection_for
     from .pipeline import stage_command
     from .session import pipeline_stages
 
@@ -511,7 +510,6 @@ def cmd_list(args: argparse.Namespace) -> int:
         markup=False,
     )
     cands = cmap.candidates()
-    from .mapping import selection_for
 
     for c in cands:
         console.print(f"\n[bold]{c.rel}[/bold]", soft_wrap=True)

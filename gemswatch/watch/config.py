@@ -337,8 +337,13 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([ConfigIssue("(file)", None, f"cannot read {path}: {e}", "fix the file", name)]) from e
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        # one parse: the node tree (for line numbers) and the data built from it
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         raise ConfigError([_yaml_issue(e, text, name)]) from e
     if data is None:
@@ -612,15 +617,7 @@ def _check_operators(ck: _Checker, ov: Any, project: Path) -> dict[str, Operator
                     found = [str(full)] if full.exists() else []
                 if not found:
                     # Reported as an error only for operators a candidate uses.
-                    ck.warnings.append(
-                        ConfigIssue(
-                            _keyname(key + (k,)),
-                            ck.line(key + (k,)),
-                            f"{p!r} matches nothing",
-                            f"fix the path (relative to {project})",
-                            ck.path.name,
-                        )
-                    )
+                    ck.issue(key + (k,), f"{p!r} matches nothing", f"fix the path (relative to {project})", warn=True)
         operators[op] = OperatorSpec(op, tuple(sel["tests"]), tuple(sel["benchmark"]), marker, ck.line(key))
     return operators
 

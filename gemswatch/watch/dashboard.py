@@ -127,8 +127,7 @@ class DashboardState:
                 if rec.get("run_id") == latest.get("run_id"):
                     self._finish_cell(row, rec)
                 elif stage == "benchmark" and rec.get("status") == "passed":
-                    row.speedup, row.speedup_prev = rec.get("speedup"), rec.get("speedup_prev")
-                    row.speedup_sha = str(rec.get("content_sha256", ""))
+                    _take_speedup(row, rec)
             row.run_id = str(latest.get("run_id", ""))
             row.sha = str(latest.get("content_sha256", ""))
             row.stale = current_sha.get(cand) not in (None, row.sha)
@@ -195,9 +194,7 @@ class DashboardState:
             message=str(ev.get("message") or ""),
         )
         if stage == "benchmark" and ev.get("status") == "passed":
-            row.speedup = ev.get("speedup")
-            row.speedup_prev = ev.get("speedup_prev")
-            row.speedup_sha = str(ev.get("content_sha256", ""))
+            _take_speedup(row, ev)
         if ev.get("status") in _BAD:
             row.failure = dict(ev)
         elif ev.get("status") in _GOOD and row.failure and row.failure.get("stage") == stage:
@@ -217,6 +214,13 @@ class DashboardState:
         if self.selected is None or not self.rows:
             return None
         return list(self.rows)[min(self.selected, len(self.rows) - 1)]
+
+
+def _take_speedup(row: Row, rec: dict[str, Any]) -> None:
+    """Show the speedup of a passed benchmark record, and the bytes it was measured on."""
+    row.speedup = rec.get("speedup")
+    row.speedup_prev = rec.get("speedup_prev")
+    row.speedup_sha = str(rec.get("content_sha256", ""))
 
 
 # ---------------------------------------------------------------------------

@@ -61,10 +61,7 @@ class Debouncer:
         d = self.deadline()
         if d is None or self.clock() < d:
             return None
-        batch = list(self._batch)
-        self._batch.clear()
-        self._first = self._last = None
-        return batch
+        return self.flush()
 
     def flush(self) -> list[Hashable]:
         """Whatever is pending, ready or not."""

@@ -74,16 +74,15 @@ class DefaultFilter:
     ignore_dirs: tuple[str, ...] = IGNORED_DIRS
     ignore_names: tuple[str, ...] = IGNORED_NAMES
     _names_re: re.Pattern = field(init=False, repr=False)
+    _dirs: frozenset[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._names_re = re.compile("|".join(f"(?:{p})" for p in self.ignore_names))
+        self._dirs = frozenset(self.ignore_dirs)
 
     def __call__(self, change: Change, path: str) -> bool:
         p = PurePath(path)
-        dirs = set(self.ignore_dirs)
-        if any(part in dirs for part in p.parts[:-1]):
-            return False
-        if p.name in dirs:
+        if any(part in self._dirs for part in p.parts):
             return False
         return not self._names_re.search(p.name)
 

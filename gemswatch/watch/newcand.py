@@ -41,6 +41,7 @@ def _gems_ops_dir(module: str = "gemswatch.gems") -> Path:
 def find_kernel_source(op: str, module: str = "gemswatch.gems") -> tuple[Path, str]:
     """(file, dotted package) of the module that defines ``op`` at top level."""
     ops_dir = _gems_ops_dir(module)
+    known: list[str] = []  # every file is parsed once; these name the choices when op is missing
     for f in sorted(ops_dir.glob("*.py")):
         if f.name.startswith("_"):
             continue
@@ -49,15 +50,12 @@ def find_kernel_source(op: str, module: str = "gemswatch.gems") -> tuple[Path, s
         except (SyntaxError, OSError):
             continue
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == op:
-                return f, f"{module}.ops"
-    known = sorted(
-        n.name
-        for f in ops_dir.glob("*.py")
-        if not f.name.startswith("_")
-        for n in ast.parse(f.read_text(encoding="utf-8")).body
-        if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
-    )
+            if isinstance(node, ast.FunctionDef):
+                if node.name == op:
+                    return f, f"{module}.ops"
+                if not node.name.startswith("_"):
+                    known.append(node.name)
+    known.sort()
     raise NewCandidateError(f"no gems kernel defines {op!r}; known operators: {', '.join(known)}")
 
 

@@ -240,6 +240,25 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def _failed_at(v: Verdict, first_failure: str, summary: str, detail: str) -> Verdict:
+    """``v`` as FAILED at its first failing case."""
+    v.status = FAILED
+    v.first_failure = first_failure
+    v.message = f"{first_failure}: {summary}"
+    v.detail = detail
+    return v
+
+
+def _exited_nonzero(v: Verdict, log_tail: str) -> Verdict:
+    """pytest exited 1 although every case passed: a candidate reported
+    unused, else a failure outside the cases."""
+    if any(h in log_tail.lower() for h in _UNUSED_HINTS):
+        return Verdict(UNCALLED, _first_failure_line(log_tail), cases=v.cases, candidate_calls=v.candidate_calls)
+    v.status = FAILED
+    v.message = "pytest exited 1 although every case passed: " + _first_failure_line(log_tail)
+    return v
+
+
 # ---------------------------------------------------------------------------
 # the decision
 
@@ -345,12 +364,12 @@ def _decide_preflight(rc: int, report: Any, operators: list[str], log_tail: str)
                     calls[op] += int(r.get("count") or 0)
     v = Verdict(PASSED, cases=cases, candidate_calls=calls)
     if first_fail is not None:
-        v.status = FAILED
-        v.first_failure = str(first_fail.get("case_id") or first_fail.get("nodeid") or "")
-        err = _first_line(first_fail.get("error")) or "failed"
-        v.message = f"{v.first_failure}: {err}"
-        v.detail = str(first_fail.get("error") or "")
-        return v
+        return _failed_at(
+            v,
+            str(first_fail.get("case_id") or first_fail.get("nodeid") or ""),
+            _first_line(first_fail.get("error")) or "failed",
+            str(first_fail.get("error") or ""),
+        )
     if not records:
         v.status = FAILED
         v.message = "no preflight cases ran: " + (_first_failure_line(log_tail) or "empty report")
@@ -370,11 +389,7 @@ def _decide_preflight(rc: int, report: Any, operators: list[str], log_tail: str)
             v.message = f"preflight never called the candidate for {op} (count 0)"
             return v
     if rc != _OK:
-        low = log_tail.lower()
-        if any(h in low for h in _UNUSED_HINTS):
-            return Verdict(UNCALLED, _first_failure_line(log_tail), cases=cases, candidate_calls=calls)
-        v.status = FAILED
-        v.message = "pytest exited 1 although every case passed: " + _first_failure_line(log_tail)
+        return _exited_nonzero(v, log_tail)
     return v
 
 
@@ -419,14 +434,10 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
                     calls[op] += n
     v = Verdict(PASSED, cases=cases, candidate_calls=calls)
     if first_fail is not None:
-        v.status = FAILED
-        v.first_failure = str(first_fail.get("nodeid") or "")
         text = first_fail.get("message") or first_fail.get("reason") or (
             "setup error" if first_fail.get("result") in (None, "error") else "failed"
         )
-        v.message = f"{v.first_failure}: {_first_line(text)}"
-        v.detail = str(text)
-        return v
+        return _failed_at(v, str(first_fail.get("nodeid") or ""), _first_line(text), str(text))
     if not records:
         v.status = ERROR
         v.message = "no test cases ran: check the operator's tests and marker in config.yaml"
@@ -447,12 +458,7 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
         )
         return v
     if rc != _OK:
-        low = log_tail.lower()
-        if any(h in low for h in _UNUSED_HINTS):
-            return Verdict(UNCALLED, _first_failure_line(log_tail), cases=cases, candidate_calls=calls)
-        v.status = FAILED
-        v.message = "pytest exited 1 although every case passed: " + _first_failure_line(log_tail)
-        return v
+        return _exited_nonzero(v, log_tail)
     declared_status = extra.get("status")
     if declared_status in (FAILED, UNCALLED, ERROR):
         v.status = declared_status
@@ -461,7 +467,7 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
     return v
 
 
-def _benchmark_cases(report: Any) -> tuple[list[dict], dict[str, float]] | None:
+def _benchmark_cases(report: Any) -> list[dict] | None:
     """Flatten either benchmark schema into case dicts with an 'operator' key."""
     if not isinstance(report, dict):
         return None
@@ -473,7 +479,7 @@ def _benchmark_cases(report: Any) -> tuple[list[dict], dict[str, float]] | None:
             for c in b.get("cases") or []:
                 if isinstance(c, dict):
                     out.append({"operator": b.get("operator"), "nodeid": b.get("nodeid"), **c})
-        return out, {}
+        return out
     if "schema_version" in report:
         return None
     # upstream: {opid: {details: [{op_name, result: [metrics...]}], result, reason, test_case}}
@@ -493,14 +499,13 @@ def _benchmark_cases(report: Any) -> tuple[list[dict], dict[str, float]] | None:
                             **m,
                         }
                     )
-    return out, {}
+    return out
 
 
 def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str) -> Verdict:
-    parsed = _benchmark_cases(report)
-    if parsed is None:
+    cases_list = _benchmark_cases(report)
+    if cases_list is None:
         return Verdict(CRASHED, "benchmark report is not in a known format")
-    cases_list, _ = parsed
     cases = Cases()
     calls: dict[str, int] = {op: 0 for op in operators}
     per_op: dict[str, list[float]] = {op: [] for op in operators}
@@ -521,11 +526,12 @@ def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str)
     v = Verdict(PASSED, cases=cases, candidate_calls=calls, speedups=speedups)
     v.speedup = _geomean(list(speedups.values()))
     if first_fail is not None:
-        v.status = FAILED
-        v.first_failure = str(first_fail.get("case_id") or first_fail.get("nodeid") or "")
-        v.message = f"{v.first_failure}: {_first_line(first_fail.get('error'))}"
-        v.detail = str(first_fail.get("error"))
-        return v
+        return _failed_at(
+            v,
+            str(first_fail.get("case_id") or first_fail.get("nodeid") or ""),
+            _first_line(first_fail.get("error")),
+            str(first_fail.get("error")),
+        )
     if not cases_list:
         v.status = FAILED
         v.message = "the benchmark timed no case: " + (_first_failure_line(log_tail) or "empty report")

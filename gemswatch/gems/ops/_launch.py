@@ -33,8 +33,10 @@ __all__ = [
     "cdiv",
     "next_pow2",
     "dense_permutation",
+    "inverse_permutation",
     "tl_dtype",
     "needs_int64",
+    "offsets_need_int64",
 ]
 
 # Widest row (elements) that one program keeps in registers for a single-pass
@@ -204,6 +206,14 @@ def dense_permutation(t: torch.Tensor) -> list[int] | None:
     return order
 
 
+def inverse_permutation(order: list[int]) -> list[int]:
+    """The permutation that undoes ``t.permute(order)``."""
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return inverse
+
+
 _TL_DTYPES = {
     torch.float16: tl.float16,
     torch.bfloat16: tl.bfloat16,
@@ -229,4 +239,9 @@ def tl_dtype(dtype: torch.dtype):
 def needs_int64(t: torch.Tensor) -> bool:
     """True if some element offset of ``t`` may not fit in int32."""
     extent = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0)
-    return max(extent, t.numel()) >= 2**31 - 2 * TILE_SIZE
+    return offsets_need_int64(max(extent, t.numel()))
+
+
+def offsets_need_int64(extent: int) -> bool:
+    """True if offsets up to ``extent`` (plus a tile of slack) may not fit in int32."""
+    return extent >= 2**31 - 2 * TILE_SIZE

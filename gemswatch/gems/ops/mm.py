@@ -23,6 +23,7 @@ import functools
 import torch
 
 from .._device import interpreted  # noqa: I001  (must precede triton)
+from ._launch import cdiv, next_pow2
 import triton
 import triton.language as tl
 
@@ -239,7 +240,7 @@ def _heuristic_meta(M: int, N: int, K: int) -> dict:
     at 64 (under the interpreter each program costs Python time)."""
 
     def fit(n: int, cap: int) -> int:
-        return max(16, min(cap, triton.next_power_of_2(max(n, 1))))
+        return max(16, min(cap, next_pow2(n)))
 
     block_k = fit(K, 64 if interpreted else 32)
     meta = {"BLOCK_M": fit(M, 64), "BLOCK_N": fit(N, 64), "BLOCK_K": block_k, "GROUP_M": 8}
@@ -248,7 +249,8 @@ def _heuristic_meta(M: int, N: int, K: int) -> dict:
     return meta
 
 
-def _check_operands(name: str, mat1: torch.Tensor, mat2: torch.Tensor) -> None:
+def _check_operands(name: str, mat1: torch.Tensor, mat2: torch.Tensor) -> tuple[int, int]:
+    """Validate the two matrices; returns the product's shape (M, N)."""
     if mat1.dim() != 2 or mat2.dim() != 2:
         raise RuntimeError(
             f"{name}: expected 2-D matrices, got shapes {tuple(mat1.shape)} and {tuple(mat2.shape)}"
@@ -264,6 +266,12 @@ def _check_operands(name: str, mat1: torch.Tensor, mat2: torch.Tensor) -> None:
         raise TypeError(f"{name}: dtype {mat1.dtype} is not supported (supported: float32, float16, bfloat16)")
     if mat1.device != mat2.device:
         raise RuntimeError(f"{name}: matrices are on different devices ({mat1.device} and {mat2.device})")
+    return mat1.shape[0], mat2.shape[1]
+
+
+def _check_input_dtype(name: str, input: torch.Tensor, mat1: torch.Tensor) -> None:
+    if input.dtype != mat1.dtype:
+        raise RuntimeError(f"{name}: input dtype {input.dtype} differs from the matrices' dtype {mat1.dtype}")
 
 
 def _tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
@@ -327,7 +335,7 @@ def _launch(
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
 
     def grid(meta: dict) -> tuple[int]:
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
 
     with torch.cuda.device(mat1.device) if mat1.is_cuda else contextlib.nullcontext():
         if _use_tma(mat1, mat2, out, tuned):
@@ -361,8 +369,7 @@ def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
     float16 or bfloat16), accumulated in fp32. Raises RuntimeError naming both
     shapes when they cannot be multiplied.
     """
-    _check_operands("mm", input, mat2)
-    out = torch.empty((input.shape[0], mat2.shape[1]), dtype=input.dtype, device=input.device)
+    out = torch.empty(_check_operands("mm", input, mat2), dtype=input.dtype, device=input.device)
     return _launch(input, mat2, out, None, 1.0, 0.0)
 
 
@@ -390,10 +397,8 @@ def addmm(
     propagate). Returns a new (M, N) tensor of the matrices' dtype. Raises
     RuntimeError naming the shapes on a mismatch.
     """
-    _check_operands("addmm", mat1, mat2)
-    M, N = mat1.shape[0], mat2.shape[1]
-    if input.dtype != mat1.dtype:
-        raise RuntimeError(f"addmm: input dtype {input.dtype} differs from the matrices' dtype {mat1.dtype}")
+    M, N = _check_operands("addmm", mat1, mat2)
+    _check_input_dtype("addmm", input, mat1)
     bias = _broadcast_bias("addmm", input, M, N)
     out = torch.empty((M, N), dtype=mat1.dtype, device=mat1.device)
     return _launch(mat1, mat2, out, bias if beta != 0 else None, alpha, beta)
@@ -412,15 +417,13 @@ def addmm_(
     ``input`` must already have the product's shape (M, N) and the matrices'
     dtype. Raises RuntimeError naming the shapes otherwise.
     """
-    _check_operands("addmm_", mat1, mat2)
-    M, N = mat1.shape[0], mat2.shape[1]
+    M, N = _check_operands("addmm_", mat1, mat2)
     if tuple(input.shape) != (M, N):
         raise RuntimeError(
             f"addmm_: input of shape {tuple(input.shape)} must have the product's shape ({M}, {N}) "
             f"of {tuple(mat1.shape)} @ {tuple(mat2.shape)}"
         )
-    if input.dtype != mat1.dtype:
-        raise RuntimeError(f"addmm_: input dtype {input.dtype} differs from the matrices' dtype {mat1.dtype}")
+    _check_input_dtype("addmm_", input, mat1)
     if any(s == 0 and n > 1 for s, n in zip(input.stride(), input.shape)):
         raise RuntimeError("addmm_: input has overlapping elements (a zero stride); it cannot be written in place")
     storage = input.untyped_storage().data_ptr()

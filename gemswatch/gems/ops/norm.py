@@ -149,6 +149,20 @@ def _norm_launch(n_rows: int, n_cols: int) -> tuple[tuple[int], dict]:
     return launch.grid(n_rows), meta
 
 
+def _launch_layer_norm(
+    x: torch.Tensor, y: torch.Tensor, stats: tuple[torch.Tensor, torch.Tensor] | None,
+    params: dict[str, torch.Tensor | None], n_rows: int, n_cols: int, eps: float,
+) -> None:  # fmt: skip
+    """Run ``_layer_norm_kernel`` into ``y`` (and ``stats`` = (mean, rstd) when given)."""
+    grid, meta = _norm_launch(n_rows, n_cols)
+    w, b = params["weight"], params["bias"]
+    mean, rstd = stats if stats is not None else (x, x)
+    _layer_norm_kernel[grid](
+        x, w if w is not None else x, b if b is not None else x, y, mean, rstd, n_rows, n_cols, eps,
+        HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, STORE_STATS=stats is not None, **meta,
+    )  # fmt: skip
+
+
 def rms_norm(
     input: torch.Tensor,
     normalized_shape: int | Sequence[int],
@@ -203,8 +217,7 @@ def native_layer_norm(
     Raises:
         RuntimeError: shapes disagree. TypeError: non-float input.
     """
-    params = {"weight": weight, "bias": bias}
-    x, n_rows, n_cols, params = _rows(input, normalized_shape, params, "native_layer_norm")
+    x, n_rows, n_cols, params = _rows(input, normalized_shape, {"weight": weight, "bias": bias}, "native_layer_norm")
     half = input.dtype in (torch.float16, torch.bfloat16)
     fp32_params = any(p is not None and p.dtype == torch.float32 for p in (weight, bias))
     stats_dtype = torch.float32 if half and (input.device.type != "cpu" or fp32_params) else input.dtype
@@ -217,12 +230,7 @@ def native_layer_norm(
         return y, mean, rstd
     if n_cols == 0:
         return y, mean.fill_(math.nan), rstd.fill_(math.nan)
-    grid, meta = _norm_launch(n_rows, n_cols)
-    w, b = params["weight"], params["bias"]
-    _layer_norm_kernel[grid](
-        x, w if w is not None else x, b if b is not None else x, y, mean, rstd, n_rows, n_cols, eps,
-        HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, STORE_STATS=True, **meta,
-    )  # fmt: skip
+    _launch_layer_norm(x, y, (mean, rstd), params, n_rows, n_cols, eps)
     return y, mean, rstd
 
 
@@ -247,15 +255,9 @@ def layer_norm(
     Raises:
         RuntimeError: shapes disagree. TypeError: non-float input.
     """
-    params = {"weight": weight, "bias": bias}
-    x, n_rows, n_cols, params = _rows(input, normalized_shape, params, "layer_norm")
+    x, n_rows, n_cols, params = _rows(input, normalized_shape, {"weight": weight, "bias": bias}, "layer_norm")
     y = torch.empty_like(x)
     if y.numel() == 0:
         return y
-    grid, meta = _norm_launch(n_rows, n_cols)
-    w, b = params["weight"], params["bias"]
-    _layer_norm_kernel[grid](
-        x, w if w is not None else x, b if b is not None else x, y, x, x, n_rows, n_cols, eps,
-        HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, STORE_STATS=False, **meta,
-    )  # fmt: skip
+    _launch_layer_norm(x, y, None, params, n_rows, n_cols, eps)
     return y

@@ -143,10 +143,7 @@ class _Plan:
         # storage in the caller's dim order (a transposed input gives a
         # transposed output, as torch's empty_like would).
         self.flat = torch.empty([out_shape[d] for d in order], dtype=out_dtype, device=device)
-        inverse = [0] * len(order)
-        for i, d in enumerate(order):
-            inverse[d] = i
-        self.out = self.flat.permute(inverse)
+        self.out = self.flat.permute(_launch.inverse_permutation(order))
         self.n_elements = self.flat.numel()
         self.operands = [t.expand(out_shape).permute(order) for t in operands]
         shape, strides = _coalesce(list(self.flat.shape), [list(v.stride()) for v in self.operands])
@@ -167,7 +164,7 @@ class _Plan:
         self.operands = operands
         self.sizes = [1, 1, 1]
         self.strides = [[0, 0, 0, 1] for _ in operands]
-        self._set_launch(1, self.n_elements >= 2**31 - 2 * _launch.TILE_SIZE)
+        self._set_launch(1, _launch.offsets_need_int64(self.n_elements))
 
     def _set_launch(self, rank: int, int64: bool) -> None:
         block, num_warps = _launch.pointwise_launch(self.n_elements)

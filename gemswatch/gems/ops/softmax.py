@@ -181,10 +181,7 @@ def _softmax(input: torch.Tensor, dim: int, dtype: torch.dtype | None, log: bool
     if ndim == 0:
         return y.reshape(())
     if order is not None:
-        inverse = [0] * ndim
-        for i, d in enumerate(order):
-            inverse[d] = i
-        return y.permute(inverse)
+        return y.permute(_launch.inverse_permutation(order))
     return y
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from .cases import LEVELS, CasePlan, CaseSpec, dtype_name, plan_cases
+from .cases import LEVELS, CasePlan, CaseSpec, case_seed, dtype_name, plan_cases
 
 __all__ = ["Benchmark", "FLOAT_DTYPES", "Inputs"]
 
@@ -71,7 +71,7 @@ class Benchmark:
 
     def inputs(self, case: CaseSpec, device: str) -> Inputs:
         """Build the inputs of ``case`` on ``device``, seeded by its id."""
-        torch.manual_seed(int(case.case_id.rsplit("-", 1)[-1][:8], 16))
+        torch.manual_seed(case_seed(case.case_id))
         built = self.build(case, device)
         if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], tuple) and isinstance(built[1], dict)):
             raise TypeError(

@@ -28,6 +28,7 @@ __all__ = [
     "grid",
     "dtype_name",
     "make_case_id",
+    "case_seed",
     "plan_cases",
 ]
 
@@ -132,6 +133,11 @@ def make_case_id(nodeid: str, operator: str, level: str, dtype: Any, shape: Mapp
     )
     digest = hashlib.sha256(content.encode()).hexdigest()[:16]
     return f"{operator}-{dtype_name(dtype)}-{digest}"
+
+
+def case_seed(case_id: str) -> int:
+    """The seed a case's inputs are built with: the first 8 hex digits of its id's hash."""
+    return int(case_id.rsplit("-", 1)[-1][:8], 16)
 
 
 def plan_cases(

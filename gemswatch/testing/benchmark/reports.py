@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 from .._atomic import write_json_atomic, write_text_atomic
 from .cases import CASE_LIST_SCHEMA, CaseList
 from .reference import REFERENCE_SCHEMA
-from .runner import geomean
+from .runner import summarize
 
 __all__ = [
     "BENCHMARK_SCHEMA",
@@ -53,13 +53,12 @@ def _operators(benchmarks: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
     summary = {}
     for op, entries in by_op.items():
         cases = [c for b in entries for c in b["cases"]]
-        good = [c for c in cases if c["error"] is None]
-        sources = {c["candidate_source"] for c in good}
+        good, speedup, source = summarize(cases)
         summary[op] = {
-            "geomean_speedup": geomean([c["speedup"] for c in good]),
+            "geomean_speedup": speedup,
             "cases": len(cases),
             "failed": len(cases) - len(good),
-            "candidate_source": "override" if good and sources == {"override"} else None,
+            "candidate_source": source,
         }
     return summary
 

@@ -20,14 +20,14 @@ import torch
 
 from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
-from .cases import CaseList, CaseSpec, dtype_name
+from .cases import CaseList, CaseSpec, case_seed, dtype_name
 from .reference import reference_failure
 from .timing import clone_inputs, single_call_ms, synchronize, tensor_bytes
 
 if TYPE_CHECKING:
     from .plugin import BenchmarkPlugin
 
-__all__ = ["BenchmarkRunner", "CaseFailures", "geomean"]
+__all__ = ["BenchmarkRunner", "CaseFailures", "geomean", "summarize"]
 
 
 class CaseFailures(Exception):
@@ -40,6 +40,14 @@ def geomean(values: list[float]) -> float | None:
     if not good:
         return None
     return math.exp(sum(math.log(v) for v in good) / len(good))
+
+
+def summarize(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float | None, str | None]:
+    """(cases without error, their geomean speedup, candidate_source): the
+    source is "override" only when every good case timed the injected candidate."""
+    good = [c for c in cases if c["error"] is None]
+    sources = {c["candidate_source"] for c in good}
+    return good, geomean([c["speedup"] for c in good]), "override" if good and sources == {"override"} else None
 
 
 def _describe(error: BaseException) -> str:
@@ -244,13 +252,12 @@ class BenchmarkRunner:
                 failures.append((spec, e))
                 continue
             p.executed.add(spec.case_id)
-        good = [c for c in cases if c["error"] is None]
-        sources = {c["candidate_source"] for c in good}
+        _, speedup, source = summarize(cases)
         p.results.append({
             "operator": bm.op,
             "nodeid": self.nodeid,
-            "candidate_source": "override" if good and sources == {"override"} else None,
-            "geomean_speedup": geomean([c["speedup"] for c in good]),
+            "candidate_source": source,
+            "geomean_speedup": speedup,
             "cases": cases,
         })
         self._raise_failures(bm, "timing", selected, failures)
@@ -287,8 +294,9 @@ class BenchmarkRunner:
         if is_override:
             # A candidate that replays cached results (keyed on shapes, tensors
             # or pointers) must fail here, not be fast. `args` is still the
-            # case as built: baseline and candidate ran on copies.
-            self._check_candidate(bm, spec, fn, *clone_inputs(args, kwargs), watched)
+            # case as built (baseline and candidate ran on copies), so the
+            # replay check may use it and refill it; only its sizes are read below.
+            self._check_candidate(bm, spec, fn, args, kwargs, watched)
         entry["latency"] = latency
         entry["speedup"] = entry["latency_base"] / latency if latency > 0 else None
         if bm.flops is not None:
@@ -315,7 +323,7 @@ class BenchmarkRunner:
         p = self.plugin
         target = p.overrides.target(bm.op)
         p.overrides.check_patched(watched, f"a call of {target}")
-        seed = int(spec.case_id.rsplit("-", 1)[-1][:8], 16) ^ 0x5EED
+        seed = case_seed(spec.case_id) ^ 0x5EED
         check_replay(torch, bm.op, call, bm.baseline, args, kwargs, clone=clone_inputs, seed=seed,
                      sync=lambda: synchronize(p.device))
         p.overrides.check_patched(watched, f"a call of {target}")
