@@ -282,14 +282,11 @@ class Pool:
         except ValueError:
             req = {}
         op = req.get("op")
-        if op == "drain":
-            self.draining = True
-            for fd in fds:
-                os.close(fd)
-            return
         if op != "spawn" or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
+            if op == "drain":
+                self.draining = True
             return
         conn = socket.socket(fileno=fds[0])
         log_fd = fds[1]

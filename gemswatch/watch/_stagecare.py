@@ -46,6 +46,7 @@ __all__ = [
     "log_too_big",
     "compact_log",
     "prefer_for_oom",
+    "signal_group",
     "guard",
     "guard_group",
     "unguard",
@@ -58,6 +59,15 @@ LOG_KEEP_HEAD = 256 << 10
 LOG_KEEP_TAIL = 4 << 20
 
 _MARKER_KEYS = ("GEMSWATCH_RUN_ID", "GEMSWATCH_STAGE")
+
+
+def signal_group(pgid: int, sig: int = signal.SIGKILL) -> bool:
+    """Send ``sig`` to process group ``pgid``; False when it is gone (or not ours)."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 def stage_marker(env: Mapping[str, str]) -> tuple[bytes, ...] | None:
@@ -107,11 +117,11 @@ def kill_marked(marker: tuple[bytes, ...] | None, exclude: frozenset[int] = froz
         if not pids:
             break
         for pid in pids:
-            for kill in (os.kill, os.killpg):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            signal_group(pid)
             killed.append(pid)
         time.sleep(0.01)
     return killed
@@ -249,10 +259,7 @@ def _reaper_main() -> None:
     for st in stages.values():
         pgid = st.get("pgid")
         if pgid and pgid > 1:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            signal_group(pgid)
     for st in stages.values():
         kill_marked(st.get("marker"))
 

@@ -94,11 +94,15 @@ class StageResult:
         }
 
 
+def _selection_kind(stage: str) -> str:
+    """The config selection a stage runs: ``tests`` or ``benchmark``."""
+    return "tests" if stage == "correctness" else "benchmark"
+
+
 def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Path, output: Path) -> list[str] | None:
     """The exact argv of ``stage`` for ``candidate``, or None when the
     operators have no selection for it (a stage with nothing to run)."""
-    kind = "tests" if stage == "correctness" else "benchmark"
-    sel = selection_for(config, candidate.ops, kind)
+    sel = selection_for(config, candidate.ops, _selection_kind(stage))
     if not sel:
         return None
     cmd = [config.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *sel.args]
@@ -199,8 +203,7 @@ def execute_stage(run: Run, stage: str, device: str | None, on_start=None, warm:
     log = run.run_dir / f"{stage}.log"
     cmd = stage_command(config, run.candidate, stage, run.snapshot, report)
     if cmd is None:
-        kind = "tests" if stage == "correctness" else "benchmark"
-        return not_run_result(stage, f"no {kind} selection for {', '.join(run.candidate.ops)} in config.yaml")
+        return not_run_result(stage, f"no {_selection_kind(stage)} selection for {', '.join(run.candidate.ops)} in config.yaml")
     _keep_snapshot(run)
     (run.run_dir / f"{stage}.cmd").write_text(shlex.join(cmd) + "\n", encoding="utf-8")
     try:

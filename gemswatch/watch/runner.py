@@ -16,7 +16,6 @@ way: it leads its own session too, and the pool reports its exit status.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import threading
@@ -43,24 +42,16 @@ def live_groups() -> list[int]:
         return list(_live)
 
 
-def _signal_group(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
 def stop_group(proc: subprocess.Popen, grace: float) -> None:
     """SIGINT the process group of ``proc``, wait up to ``grace`` s, then SIGKILL it."""
     pgid = proc.pid
     if proc.poll() is None:
-        _signal_group(pgid, signal.SIGINT)
+        care.signal_group(pgid, signal.SIGINT)
         try:
             proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
-    _signal_group(pgid, signal.SIGKILL)
+    care.signal_group(pgid, signal.SIGKILL)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
@@ -74,7 +65,7 @@ def kill_all(grace: float = 0.0) -> None:
         markers = [_markers.get(p.pid) for p in procs]
     for p in procs:
         if p.poll() is None:
-            _signal_group(p.pid, signal.SIGINT)
+            care.signal_group(p.pid, signal.SIGINT)
     deadline = time.monotonic() + grace
     for p in procs:
         left = max(0.0, deadline - time.monotonic())
@@ -82,7 +73,7 @@ def kill_all(grace: float = 0.0) -> None:
             p.wait(timeout=left)
         except subprocess.TimeoutExpired:
             pass
-        _signal_group(p.pid, signal.SIGKILL)
+        care.signal_group(p.pid, signal.SIGKILL)
     for marker in markers:
         care.kill_marked(marker)
 
@@ -176,7 +167,7 @@ def run_process(
             cancel.wait(poll_interval)
         # Stragglers the stage left in its group die with it, and so do the
         # processes it started in other groups (found by their environment).
-        _signal_group(proc.pid, signal.SIGKILL)
+        care.signal_group(proc.pid, signal.SIGKILL)
         rc = proc.wait()
         care.kill_marked(marker)
         care.compact_log(log_path)

@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable
 
 from .pipeline import Run, StageResult
-from .status import NOT_RUN, SUPERSEDED, gates, overall_status
+from .status import CRASHED, NOT_RUN, SUPERSEDED, gates, overall_status
 
 __all__ = ["Scheduler"]
 
@@ -125,9 +125,7 @@ class Scheduler:
             with self._cond:
                 if run.cancel.is_set():
                     return
-                self._tasks.append((run.seq, run, run.stages[0]))
-                self._tasks.sort(key=lambda t: t[0])
-                self._cond.notify_all()
+                self._queue_locked(run, run.stages[0])
 
     def cancel(self, candidate_path: str, reason: str) -> None:
         """Cancel the file's queued or running run (its file was deleted or unmapped)."""
@@ -150,13 +148,16 @@ class Scheduler:
 
     def idle(self) -> bool:
         with self._cond:
-            return not self._tasks and self._running == 0 and self._dying == 0 and all(r.state == "done" for r in self._runs.values())
+            return self._idle_locked()
+
+    def _idle_locked(self) -> bool:
+        return not self._tasks and self._running == 0 and self._dying == 0 and all(r.state == "done" for r in self._runs.values())
 
     def wait_idle(self, timeout: float | None = None, stop: threading.Event | None = None) -> bool:
         """Block until nothing is queued or running; False on timeout or stop."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while not (not self._tasks and self._running == 0 and self._dying == 0 and all(r.state == "done" for r in self._runs.values())):
+            while not self._idle_locked():
                 if stop is not None and stop.is_set():
                     return False
                 left = None if deadline is None else deadline - time.monotonic()
@@ -294,8 +295,6 @@ class Scheduler:
         try:
             result = self.execute(run, stage, device)
         except Exception as e:  # a bug in gemswatch must not kill the worker
-            from .status import CRASHED
-
             result = StageResult(stage, CRASHED, message=f"gemswatch internal error: {type(e).__name__}: {e}")
         run.results[stage] = result
         self.emit("stage_finished", **run_fields(run), **result.event_fields(), **result.extra)
@@ -314,14 +313,16 @@ class Scheduler:
             self._finish_run(run)
             return
         with self._cond:
-            if run.cancel.is_set():
-                pass
-            else:
-                self._tasks.append((run.seq, run, run.stages[nxt]))
-                self._tasks.sort(key=lambda t: t[0])
-                self._cond.notify_all()
+            if not run.cancel.is_set():
+                self._queue_locked(run, run.stages[nxt])
                 return
         self._finish_run(run)
+
+    def _queue_locked(self, run: Run, stage: str) -> None:
+        """Queue a stage of ``run``, keeping the queue in run order."""
+        self._tasks.append((run.seq, run, stage))
+        self._tasks.sort(key=lambda t: t[0])
+        self._cond.notify_all()
 
     def _finish_run(self, run: Run) -> None:
         with self._cond:

@@ -366,11 +366,15 @@ class Session:
     def _forget(self, cand: Candidate) -> None:
         key = str(cand.path)
         self.scheduler.cancel(key, f"{cand.rel} was deleted")
+        self._drop(key)
+        for cb in self.listeners:
+            cb()
+
+    def _drop(self, key: str) -> None:
+        """Forget a file's last run key and dependencies (deleted or unmapped)."""
         with self._lock:
             self._last_key.pop(key, None)
             self._deps.pop(key, None)
-        for cb in self.listeners:
-            cb()
 
     def reload_config(self) -> bool:
         """Load config.yaml again; a bad edit keeps the last good config."""
@@ -406,9 +410,7 @@ class Session:
         for key, c in old_cands.items():
             self.scheduler.cancel(key, f"{c.rel} is no longer mapped")
             self._fps.pop(key, None)
-            with self._lock:
-                self._last_key.pop(key, None)
-                self._deps.pop(key, None)
+            self._drop(key)
         for cb in self.listeners:
             cb()
         return True

@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import threading
@@ -31,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
+
+from ._stagecare import signal_group
 
 __all__ = [
     "PER_STAGE_KEYS",
@@ -60,18 +61,16 @@ def _receive(sock: socket.socket, size: int) -> tuple[bytes, dict]:
         data = sock.recv(size)
     except OSError:
         return b"", {}
+    return data, _decode(data)
+
+
+def _decode(data: bytes) -> dict:
+    """A message's JSON object (empty when there is none)."""
     try:
         msg = json.loads(data) if data else {}
     except ValueError:
         msg = {}
-    return data, msg if isinstance(msg, dict) else {}
-
-
-def _killpg(pgid: int, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    return msg if isinstance(msg, dict) else {}
 
 
 def _socketpair() -> tuple[socket.socket, socket.socket]:
@@ -162,7 +161,7 @@ class WarmProcess:
             self.returncode = msg["returncode"]
         else:
             # The pool is gone: its stage may live on as an orphan.
-            _killpg(self.pid)
+            signal_group(self.pid)
             self.lost = True
 
 
@@ -183,7 +182,6 @@ class _Pool:
         self.reason: str | None = None
         self.proc: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
-        self.started = time.monotonic()
         self._send_lock = threading.Lock()
         self.closed = False
 
@@ -234,12 +232,7 @@ class _Pool:
             self.ctl.settimeout(None)
         except OSError:  # closed meanwhile (shutdown)
             data = b""
-        msg: dict = {}
-        if data:
-            try:
-                msg = json.loads(data)
-            except ValueError:
-                msg = {}
+        msg = _decode(data)
         if msg.get("event") == "ready":
             self.info = msg
             self.local_files = frozenset(str(p) for p in msg.get("local_files", []))
@@ -295,7 +288,7 @@ class _Pool:
         (one still preloading has no stages and is killed at once)."""
         self.closed = True
         if self.proc is not None and (not self.ready.is_set() or self.error):
-            _killpg(self.proc.pid)
+            signal_group(self.proc.pid)
         if self.ctl is not None:
             try:
                 self.ctl.close()
@@ -306,7 +299,7 @@ class _Pool:
         try:
             self.proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
-            _killpg(self.proc.pid)
+            signal_group(self.proc.pid)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
@@ -320,6 +313,10 @@ class _Spec:
     preload: tuple[str, ...]
     env: dict[str, str]
     key: str
+
+    @classmethod
+    def make(cls, python: str, cwd: str, preload: tuple[str, ...], env: Mapping[str, str]) -> "_Spec":
+        return cls(python, cwd, preload, dict(env), _key(python, cwd, preload, env))
 
 
 class WarmStarter:
@@ -370,8 +367,7 @@ class WarmStarter:
     ) -> None:
         """Use this interpreter, project, preload list and environment from
         now on. A change restarts the pool at once; ``enabled=False`` stops it."""
-        preload = tuple(preload)
-        key = _key(python, str(cwd), preload, env)
+        spec = _Spec.make(python, str(cwd), tuple(preload), env)
         with self._lock:
             if self._closed:
                 return
@@ -381,12 +377,12 @@ class WarmStarter:
                 self._set_off_locked(why_off, note=False)
                 return
             old = self._spec
-            if old is not None and old.key == key:
+            if old is not None and old.key == spec.key:
                 return  # unchanged (a pool that failed is not retried for an unrelated edit)
-            self._spec = _Spec(python, str(cwd), preload, dict(env), key)
+            self._spec = spec
             self._failures = 0
             self._off = None
-            if old is not None and old.key != key and self._pool is not None:
+            if old is not None and self._pool is not None:
                 self.notify("warm start: config.yaml changed the interpreter, preload list or environment; restarting the pool")
             self._retire_locked()
             self._start_locked()
@@ -461,7 +457,7 @@ class WarmStarter:
     def _reap_retired_locked(self) -> None:
         keep = []
         for p in self._retired:
-            if p.proc is not None and p.proc.poll() is None and not p.closed:
+            if p.alive():
                 keep.append(p)
             else:
                 p.close(wait=0.5)
@@ -523,7 +519,7 @@ class WarmStarter:
         if shared == _shared_env(spec.env):
             return
         new_env = {**shared, **{k: v for k, v in spec.env.items() if k in PER_STAGE_KEYS}}
-        self._spec = _Spec(spec.python, spec.cwd, spec.preload, new_env, _key(spec.python, spec.cwd, spec.preload, new_env))
+        self._spec = _Spec.make(spec.python, spec.cwd, spec.preload, new_env)
         if self._pool is not None:
             self.notify("warm start: the stages' environment changed; restarting the pool")
         self._retire_locked()
