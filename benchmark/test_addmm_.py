@@ -9,13 +9,15 @@ import torch
 
 from gemswatch.testing.benchmark import Benchmark, CasePlan
 
+# GPU-sized; the interpreter's core plan is tiny.
 CASES = {
-    "core": [CasePlan({"M": m, "N": n, "K": k}) for m, n, k in [(16, 16, 16), (33, 17, 20), (1, 64, 32)]],
+    "core": [CasePlan({"M": m, "N": n, "K": k}) for m, n, k in [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)]],
     "comprehensive": [
         CasePlan({"M": m, "N": n, "K": k})
         for m, n, k in [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (16, 4096, 4096)]
     ],
 }
+INTERPRETER_CASES = {"core": [CasePlan({"M": m, "N": n, "K": k}) for m, n, k in [(16, 16, 16), (33, 17, 20), (1, 64, 32)]]}
 
 
 def build(case, device):
@@ -33,6 +35,7 @@ ADDMM_ = Benchmark(
     cases=CASES,
     build=build,
     flops=lambda case: 2.0 * case.shape["M"] * case.shape["N"] * case.shape["K"],
+    interpreter_cases=INTERPRETER_CASES,
 )
 
 

@@ -8,9 +8,11 @@ import torch
 
 from gemswatch.testing.benchmark import Benchmark, CasePlan
 
-# (M, N, K). Core sizes keep the interpreter quick; comprehensive ones are
-# GPU-sized, with a transposed mat2 ("mat2_t") for the column-major layout.
-CORE = [(16, 16, 16), (33, 17, 20), (1, 64, 32)]
+# (M, N, K), GPU-sized, with a transposed mat2 ("mat2_t") for the
+# column-major layout; under Triton's interpreter the core level uses the
+# tiny INTERPRETER_CORE sizes.
+CORE = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)]
+INTERPRETER_CORE = [(16, 16, 16), (33, 17, 20), (1, 64, 32)]
 COMPREHENSIVE = [
     (1024, 1024, 1024),
     (4096, 4096, 4096),
@@ -22,12 +24,16 @@ COMPREHENSIVE = [
 ]
 
 
-def cases(level, dtype):
-    sizes = CORE if level == "core" else COMPREHENSIVE
+def _plans(sizes, transposed):
     plans = [CasePlan({"M": m, "N": n, "K": k}) for m, n, k in sizes]
-    if level == "comprehensive":
-        plans += [CasePlan({"M": m, "N": n, "K": k}, {"mat2_t": True}) for m, n, k in sizes[:3]]
-    return plans
+    return plans + [CasePlan({"M": m, "N": n, "K": k}, {"mat2_t": True}) for m, n, k in transposed]
+
+
+CASES = {
+    "core": _plans(CORE, CORE[-1:]),
+    "comprehensive": _plans(COMPREHENSIVE, COMPREHENSIVE[:3]),
+}
+INTERPRETER_CASES = {"core": _plans(INTERPRETER_CORE, [])}
 
 
 def matrices(case, device):
@@ -55,8 +61,12 @@ def flops(case):
     return 2.0 * case.shape["M"] * case.shape["N"] * case.shape["K"]
 
 
-MM = Benchmark(op="mm", baseline=torch.mm, cases=cases, build=build_mm, flops=flops)
-ADDMM = Benchmark(op="addmm", baseline=torch.addmm, cases=cases, build=build_addmm, flops=flops)
+MM = Benchmark(
+    op="mm", baseline=torch.mm, cases=CASES, build=build_mm, flops=flops, interpreter_cases=INTERPRETER_CASES
+)
+ADDMM = Benchmark(
+    op="addmm", baseline=torch.addmm, cases=CASES, build=build_addmm, flops=flops, interpreter_cases=INTERPRETER_CASES
+)
 
 
 def test_mm(bench):

@@ -7,8 +7,10 @@ import torch.nn.functional as F
 
 from gemswatch.testing.benchmark import Benchmark, CasePlan, grid
 
+# Core shapes are GPU-sized; under Triton's CPU interpreter the core level
+# uses the tiny INTERPRETER_* plans instead, so a preflight takes seconds.
 UNARY_SHAPES = {
-    "core": [{"x": [1, 5]}, {"x": [4, 123]}, {"x": [2, 3, 40]}],
+    "core": [{"x": [1024, 1024]}, {"x": [4096, 4096]}, {"x": [8, 2048, 4096]}],
     "comprehensive": [
         {"x": [1024, 1024]},
         {"x": [4096, 4096]},
@@ -21,10 +23,10 @@ UNARY_SHAPES = {
 # "other" is broadcast against "x" where the shapes differ.
 BINARY_CASES = {
     "core": [
-        CasePlan({"x": [1, 5], "other": [1, 5]}),
-        CasePlan({"x": [4, 123], "other": [4, 123]}),
-        CasePlan({"x": [4, 123], "other": [123]}),
-        CasePlan({"x": [4, 123], "other": [4, 123]}, {"alpha": 0.5}),
+        CasePlan({"x": [1024, 1024], "other": [1024, 1024]}),
+        CasePlan({"x": [4096, 4096], "other": [4096, 4096]}),
+        CasePlan({"x": [4096, 4096], "other": [4096]}),
+        CasePlan({"x": [4096, 4096], "other": [4096, 4096]}, {"alpha": 0.5}),
     ],
     "comprehensive": [
         CasePlan({"x": [1024, 1024], "other": [1024, 1024]}),
@@ -33,6 +35,16 @@ BINARY_CASES = {
         CasePlan({"x": [16384, 16384], "other": [16384]}),
         CasePlan({"x": [64, 1024, 1024], "other": [64, 1024, 1024]}),
         CasePlan({"x": [1 << 28], "other": [1 << 28]}),
+    ],
+}
+
+INTERPRETER_UNARY_SHAPES = {"core": [{"x": [1, 5]}, {"x": [4, 123]}, {"x": [2, 3, 40]}]}
+INTERPRETER_BINARY_CASES = {
+    "core": [
+        CasePlan({"x": [1, 5], "other": [1, 5]}),
+        CasePlan({"x": [4, 123], "other": [4, 123]}),
+        CasePlan({"x": [4, 123], "other": [123]}),
+        CasePlan({"x": [4, 123], "other": [4, 123]}, {"alpha": 0.5}),
     ],
 }
 
@@ -48,20 +60,34 @@ def build_unary(case, device):
     return (x,), dict(case.params)
 
 
-def _mul_cases(level, dtype):
+def _without_alpha(cases):
     # mul takes no alpha.
-    return [c for c in BINARY_CASES[level] if "alpha" not in c.params]
+    return {level: [c for c in plans if "alpha" not in c.params] for level, plans in cases.items()}
 
 
-ADD = Benchmark(op="add", baseline=torch.add, cases=BINARY_CASES, build=build_binary)
-MUL = Benchmark(op="mul", baseline=torch.mul, cases=_mul_cases, build=build_binary)
-GELU = Benchmark(
-    op="gelu",
-    baseline=F.gelu,
-    cases={level: grid(shapes, [{"approximate": "none"}, {"approximate": "tanh"}]) for level, shapes in UNARY_SHAPES.items()},
-    build=build_unary,
+def _gelu_cases(shapes):
+    return {level: grid(s, [{"approximate": "none"}, {"approximate": "tanh"}]) for level, s in shapes.items()}
+
+
+def _silu_cases(shapes):
+    return {level: grid(s) for level, s in shapes.items()}
+
+
+ADD = Benchmark(
+    op="add", baseline=torch.add, cases=BINARY_CASES, build=build_binary, interpreter_cases=INTERPRETER_BINARY_CASES
 )
-SILU = Benchmark(op="silu", baseline=F.silu, cases={level: grid(shapes) for level, shapes in UNARY_SHAPES.items()}, build=build_unary)
+MUL = Benchmark(
+    op="mul", baseline=torch.mul, cases=_without_alpha(BINARY_CASES), build=build_binary,
+    interpreter_cases=_without_alpha(INTERPRETER_BINARY_CASES),
+)  # fmt: skip
+GELU = Benchmark(
+    op="gelu", baseline=F.gelu, cases=_gelu_cases(UNARY_SHAPES), build=build_unary,
+    interpreter_cases=_gelu_cases(INTERPRETER_UNARY_SHAPES),
+)  # fmt: skip
+SILU = Benchmark(
+    op="silu", baseline=F.silu, cases=_silu_cases(UNARY_SHAPES), build=build_unary,
+    interpreter_cases=_silu_cases(INTERPRETER_UNARY_SHAPES),
+)  # fmt: skip
 
 
 def test_add(bench):

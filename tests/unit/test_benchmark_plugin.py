@@ -24,7 +24,7 @@ pytest_plugins = ["pytester"]
 DEVICE = gemswatch.gems.device
 INTERPRETED = gemswatch.gems.interpreted
 BACKEND = "cpu" if DEVICE == "cpu" else "nvidia"
-TIMER = "wall_clock(median)" if DEVICE == "cpu" else "triton.testing.do_bench(median, l2_flush, device_sync, sync_cost_subtracted)"
+TIMER = "wall_clock(median)" if DEVICE == "cpu" else "cuda_events(median, l2_flush, host_overhead_hidden, off_stream_work_added)"
 
 PROBE = "gw_bench_probe"
 
@@ -539,7 +539,7 @@ def test_timing_report_fields(project):
     assert len(entry["cases"]) == 2
     for case in entry["cases"]:
         assert list(case) == ["case_id", "dtype", "shape", "params", "latency_base", "latency", "speedup", "gbps",
-                              "tflops", "candidate_source", "error"]
+                              "pct_of_copy", "tflops", "candidate_source", "error"]
         assert case["latency_base"] > 0 and case["latency"] > 0 and case["gbps"] > 0 and case["tflops"] is None
         assert case["speedup"] == pytest.approx(case["latency_base"] / case["latency"])
         assert case["candidate_source"] == "override" and case["error"] is None

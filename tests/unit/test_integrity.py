@@ -307,34 +307,6 @@ def test_compare_outputs_flags_different_non_finite_entries():
     assert integrity.compare_outputs(torch, a, torch.tensor([1, 2])) is None  # nothing floating to compare
 
 
-# -- CUDA timing covers every stream (with fakes: no GPU needed) -------------------
-
-
-def test_do_bench_timer_synchronizes_the_whole_device_inside_each_timed_call(monkeypatch):
-    order = []
-    results = iter([0.25, 0.5, 0.75])  # the empty call's cost first, then two cases
-
-    def fake_do_bench(fn, warmup, rep, return_mode):
-        for _ in range(3):
-            fn()
-        return next(results)
-
-    fake_testing = types.ModuleType("triton.testing")
-    fake_testing.do_bench = fake_do_bench
-    import triton
-
-    monkeypatch.setattr(triton, "testing", fake_testing, raising=False)
-    monkeypatch.setitem(sys.modules, "triton.testing", fake_testing)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: order.append("sync"))
-    timer = timing.DoBenchTimer("cuda", 1.0, 5.0)
-    # The synchronize's own cost (measured once, on an empty call) is subtracted.
-    assert timer(lambda: order.append("call")) == 0.25
-    assert order == ["sync"] * 3 + ["call", "sync"] * 3
-    assert timer(lambda: None) == 0.5
-    assert "device_sync" in timer.name
-    assert timing.make_timer("cuda", 1, 5).__class__ is timing.DoBenchTimer
-
-
 def test_torch_rewrapping_its_own_function_is_not_a_patch():
     # Importing torch._dynamo (torch.compile in a candidate) rewraps
     # torch.manual_seed with torch's own wrapper; that must not count as the

@@ -39,6 +39,10 @@ class Benchmark:
         dtypes: the dtypes benchmarked, in order.
         flops: ``case -> FLOP count``; when given the report shows TFLOP/s
             instead of GB/s.
+        interpreter_cases: the plan (same forms as ``cases``) used instead
+            when the kernels run in Triton's CPU interpreter, for the levels
+            it names: GPU-sized shapes would take hours there, so the core
+            level of a CPU run is tiny.
     """
 
     op: str
@@ -47,27 +51,38 @@ class Benchmark:
     build: Callable[[CaseSpec, str], Inputs]
     dtypes: Sequence[torch.dtype] = FLOAT_DTYPES
     flops: Callable[[CaseSpec], float] | None = None
+    interpreter_cases: Mapping[str, Sequence[CasePlan]] | Planner | None = None
 
     def __post_init__(self) -> None:
         if not self.op.isidentifier():
             raise ValueError(f"benchmark op {self.op!r} is not an operator name")
-        if isinstance(self.cases, Mapping):
-            unknown = set(self.cases) - set(LEVELS)
-            if unknown:
-                raise ValueError(f"{self.op}: unknown levels {sorted(unknown)} in cases; use {', '.join(LEVELS)}")
+        for plan in (self.cases, self.interpreter_cases):
+            if isinstance(plan, Mapping):
+                unknown = set(plan) - set(LEVELS)
+                if unknown:
+                    raise ValueError(f"{self.op}: unknown levels {sorted(unknown)} in cases; use {', '.join(LEVELS)}")
 
-    def planner(self, level: str, dtype: torch.dtype) -> Iterable[CasePlan]:
-        if isinstance(self.cases, Mapping):
-            return self.cases.get(level, ())
-        return self.cases(level, dtype)
+    def planner(self, level: str, dtype: torch.dtype, interpreted: bool = False) -> Iterable[CasePlan]:
+        cases = self.cases
+        alt = self.interpreter_cases
+        if interpreted and alt is not None and (not isinstance(alt, Mapping) or level in alt):
+            cases = alt
+        if isinstance(cases, Mapping):
+            return cases.get(level, ())
+        return cases(level, dtype)
 
     def dtypes_for(self, wanted: Sequence[torch.dtype] | None) -> list[torch.dtype]:
         """The benchmark's dtypes, filtered by ``--dtypes`` (in the benchmark's order)."""
         return [d for d in self.dtypes if wanted is None or d in wanted]
 
-    def plan(self, nodeid: str, level: str, wanted: Sequence[torch.dtype] | None) -> list[CaseSpec]:
-        """The cases of this benchmark at ``level`` for the wanted dtypes; tensor-free."""
-        return plan_cases(self.op, nodeid, level, self.dtypes_for(wanted), self.planner)
+    def plan(
+        self, nodeid: str, level: str, wanted: Sequence[torch.dtype] | None, interpreted: bool = False
+    ) -> list[CaseSpec]:
+        """The cases of this benchmark at ``level`` for the wanted dtypes
+        (under the interpreter: its own plan where it has one); tensor-free."""
+        return plan_cases(
+            self.op, nodeid, level, self.dtypes_for(wanted), lambda lv, dt: self.planner(lv, dt, interpreted)
+        )
 
     def inputs(self, case: CaseSpec, device: str) -> Inputs:
         """Build the inputs of ``case`` on ``device``, seeded by its id."""

@@ -52,7 +52,7 @@ from .reports import (
     write_text_atomic,
 )
 from .runner import BenchmarkRunner
-from .timing import Timer, make_timer
+from .timing import Timer, copy_bandwidth_gbps, make_timer
 
 __all__ = ["BenchmarkPlugin", "bench"]
 
@@ -80,6 +80,7 @@ class BenchmarkPlugin:
     problems: list[str] = field(default_factory=list)
     written: str | None = None
     _timer: Timer | None = None
+    _copy_gbps: float | None = None
 
     # -- device -------------------------------------------------------------
 
@@ -109,6 +110,15 @@ class BenchmarkPlugin:
         if self._timer is None:
             self._timer = make_timer(self.device, self.options.warmup_ms, self.options.iter_ms)
         return self._timer
+
+    @property
+    def copy_gbps(self) -> float | None:
+        """Device-to-device copy bandwidth (GB/s, read + write) measured once
+        in this session with the session's timer: the ceiling memory-bound
+        cases are compared with. None off CUDA."""
+        if self._copy_gbps is None and self.device == "cuda":
+            self._copy_gbps = copy_bandwidth_gbps(self.timer)
+        return self._copy_gbps
 
     # -- hooks ------------------------------------------------------------------
 
@@ -198,7 +208,8 @@ class BenchmarkPlugin:
         elif o.mode == "timing":
             data = benchmark_report(
                 self.results, device=self.device, interpreted=self.interpreted, level=o.level,
-                timer=self.timer.name, warmup_ms=o.warmup_ms, iter_ms=o.iter_ms, status=verdict,
+                timer=self.timer.name, warmup_ms=o.warmup_ms, iter_ms=o.iter_ms, copy_gbps=self._copy_gbps,
+                status=verdict,
                 exit_status=final, problems=self.problems,
             )
         else:

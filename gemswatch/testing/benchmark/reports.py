@@ -65,8 +65,9 @@ def _operators(benchmarks: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
 
 def benchmark_report(benchmarks: list[Mapping[str, Any]], *, device: str, interpreted: bool, level: str,
                      timer: str, warmup_ms: float, iter_ms: float, status: str, exit_status: int,
-                     problems: list[str]) -> dict[str, Any]:
-    """The ``gemswatch.benchmark/v1`` report of a timing run (latencies in ms)."""
+                     problems: list[str], copy_gbps: float | None = None) -> dict[str, Any]:
+    """The ``gemswatch.benchmark/v1`` report of a timing run (latencies in ms;
+    ``copy_gbps``: the device's copy bandwidth measured in the same run)."""
     return {
         "schema_version": BENCHMARK_SCHEMA,
         "device": device,
@@ -75,6 +76,7 @@ def benchmark_report(benchmarks: list[Mapping[str, Any]], *, device: str, interp
         "timer": timer,
         "warmup_ms": warmup_ms,
         "iter_ms": iter_ms,
+        "copy_gbps": copy_gbps,
         "status": status,
         "exit_status": exit_status,
         "problems": problems,
@@ -91,15 +93,17 @@ def benchmark_log(report: Mapping[str, Any]) -> str:
     """A plain-text table of a benchmark report, one line per case."""
     lines = [
         f"# {report['schema_version']} device={report['device']} interpreted={report['interpreted']} "
-        f"level={report['level']} timer={report['timer']}",
-        f"{'operator':<12} {'dtype':<9} {'base ms':>10} {'gems ms':>10} {'speedup':>8} {'GB/s':>8} {'TFLOP/s':>8}  "
+        f"level={report['level']} timer={report['timer']} copy_gbps={_fmt(report.get('copy_gbps'), '.0f')}",
+        f"{'operator':<12} {'dtype':<9} {'base ms':>10} {'gems ms':>10} {'speedup':>8} {'GB/s':>8} {'%copy':>6} "
+        f"{'TFLOP/s':>8}  "
         "shape params [case_id]",
     ]
     for b in report["benchmarks"]:
         for c in b["cases"]:
             lines.append(
                 f"{b['operator']:<12} {c['dtype']:<9} {_fmt(c['latency_base'], '10.4f')} {_fmt(c['latency'], '10.4f')} "
-                f"{_fmt(c['speedup'], '8.3f')} {_fmt(c['gbps'], '8.2f')} {_fmt(c['tflops'], '8.3f')}  "
+                f"{_fmt(c['speedup'], '8.3f')} {_fmt(c['gbps'], '8.2f')} "
+                f"{_fmt(c.get('pct_of_copy'), '6.1f')} {_fmt(c['tflops'], '8.3f')}  "
                 f"{c['shape']} {c['params']} [{c['case_id']}]" + (f" ERROR {c['error']}" if c["error"] else "")
             )
     for op, s in report["operators"].items():

@@ -113,7 +113,7 @@ class BenchmarkRunner:
                 f"{benchmark.op}: benchmarks {', '.join(dtype_name(d) for d in benchmark.dtypes)}; "
                 f"--dtypes selects none of them"
             )
-        specs = benchmark.plan(self.nodeid, o.level, wanted)
+        specs = benchmark.plan(self.nodeid, o.level, wanted, p.interpreted)
         if not specs:
             raise ValueError(f"{benchmark.op}: the benchmark plans no case at level {o.level}; add cases for it")
         for spec in specs:
@@ -241,8 +241,8 @@ class BenchmarkRunner:
         for spec in selected:
             entry: dict[str, Any] = {
                 "case_id": spec.case_id, "dtype": dtype_name(spec.dtype), "shape": spec.shape, "params": spec.params,
-                "latency_base": None, "latency": None, "speedup": None, "gbps": None, "tflops": None,
-                "candidate_source": None, "error": None,
+                "latency_base": None, "latency": None, "speedup": None, "gbps": None, "pct_of_copy": None,
+                "tflops": None, "candidate_source": None, "error": None,
             }
             cases.append(entry)
             try:
@@ -270,27 +270,19 @@ class BenchmarkRunner:
         base_args, base_kwargs = clone_inputs(args, kwargs)
         out = bm.baseline(*base_args, **base_kwargs)
         synchronize(p.device)
-        entry["latency_base"] = timer(lambda: bm.baseline(*base_args, **base_kwargs))
-        del base_args, base_kwargs
 
         cand_args, cand_kwargs = clone_inputs(args, kwargs)
         fn, is_override = self.resolve(bm.op)
-        if is_override:
-            # One call through the counting wrapper proves the injected candidate
-            # runs; the timed calls then go to the function it wraps, so the
-            # wrapper's Python overhead is not charged to the candidate.
-            watched = self._watched()
-            before = p.overrides.calls(bm.op)
-            fn(*cand_args, **cand_kwargs)
-            synchronize(p.device)
-            if p.overrides.calls(bm.op) <= before:
-                raise IntegrityError("invocation", f"the benchmark did not invoke the injected candidate for {bm.op}")
-            timed = getattr(fn, "__wrapped__", fn)
-        else:
-            fn(*cand_args, **cand_kwargs)
-            synchronize(p.device)
-            timed = fn
-        latency = timer(lambda: timed(*cand_args, **cand_kwargs))
+        try:
+            timed, watched = self._first_call(bm, fn, is_override, cand_args, cand_kwargs)
+        except Exception:
+            # The baseline's time still goes in the record of a failing case.
+            entry["latency_base"] = timer(lambda: bm.baseline(*base_args, **base_kwargs))
+            raise
+        entry["latency_base"], latency = timer.pair(
+            lambda: bm.baseline(*base_args, **base_kwargs), lambda: timed(*cand_args, **cand_kwargs)
+        )
+        del base_args, base_kwargs
         if is_override:
             # A candidate that replays cached results (keyed on shapes, tensors
             # or pointers) must fail here, not be fast. `args` is still the
@@ -304,8 +296,30 @@ class BenchmarkRunner:
         else:
             moved = tensor_bytes(args, kwargs) + tensor_bytes(out)
             entry["gbps"] = moved / (latency * 1e-3) / 1e9 if latency > 0 else None
+            if entry["gbps"] is not None and p.copy_gbps:
+                entry["pct_of_copy"] = 100.0 * entry["gbps"] / p.copy_gbps
         if is_override:
             entry["candidate_source"] = "override"
+
+    def _first_call(self, bm: Benchmark, fn: Callable, is_override: bool, args: tuple, kwargs: dict
+                    ) -> tuple[Callable, list[str]]:
+        """Call the candidate once, untimed; returns (the function to time, the
+        functions already changed before the call)."""
+        p = self.plugin
+        if not is_override:
+            fn(*args, **kwargs)
+            synchronize(p.device)
+            return fn, []
+        # One call through the counting wrapper proves the injected candidate
+        # runs; the timed calls then go to the function it wraps, so the
+        # wrapper's Python overhead is not charged to the candidate.
+        watched = self._watched()
+        before = p.overrides.calls(bm.op)
+        fn(*args, **kwargs)
+        synchronize(p.device)
+        if p.overrides.calls(bm.op) <= before:
+            raise IntegrityError("invocation", f"the benchmark did not invoke the injected candidate for {bm.op}")
+        return getattr(fn, "__wrapped__", fn), watched
 
     # -- integrity ----------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """Timers and the input handling that keeps baseline and candidate apart.
 
-On CUDA a case is timed with ``triton.testing.do_bench``: it clears the L2
-cache before every repetition and we take the median. On the CPU (gems
-kernels run in Triton's interpreter there) the same protocol runs on the wall
-clock: the same warmup and measuring budgets in milliseconds, one clock read
-per call, median. Reports name the timer and the device, so interpreter times
-are never mistaken for GPU times.
+On CUDA a case is timed with CUDA events around each call, the L2 cache
+flushed and the host's launch overhead hidden before every repetition; we
+take the median (:class:`CudaEventTimer`). On the CPU (gems kernels run in
+Triton's interpreter there) the same budgets run on the wall clock, one clock
+read per call, median. Reports name the timer and the device, so interpreter
+times are never mistaken for GPU times.
 
 Both timers take a zero-argument function; callers give the baseline and the
 candidate each their own copy of the inputs (:func:`clone_inputs`), made
@@ -23,11 +23,11 @@ import torch
 
 __all__ = [
     "Timer",
-    "DoBenchTimer",
+    "CudaEventTimer",
     "WallClockTimer",
     "make_timer",
+    "copy_bandwidth_gbps",
     "synchronize",
-    "device_synchronized",
     "clone_inputs",
     "single_call_ms",
     "tensor_bytes",
@@ -99,59 +99,158 @@ class Timer:
     def __call__(self, fn: Callable[[], Any]) -> float:
         raise NotImplementedError
 
+    def pair(self, *fns: Callable[[], Any]) -> list[float]:
+        """Latency in ms of each function (timers that can interleave do)."""
+        return [self(fn) for fn in fns]
 
-def device_synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` followed by a device-wide ``torch.cuda.synchronize()``.
 
-    do_bench brackets each call with events on the current stream, which
-    miss work the call launched on any other stream. Waiting for the whole
-    device inside the timed region makes the end event come after all of
-    it (at the price of one host round trip per call, the same for the
-    baseline and the candidate).
+class CudaEventTimer(Timer):
+    """Device time of one call from CUDA events, median over repetitions.
+
+    Each repetition (1) overwrites a buffer larger than the L2 cache, so the
+    call reads its inputs from HBM as in a real model step; (2) queues a spin
+    kernel longer than the call's host overhead, so the GPU never idles
+    waiting for the host inside the window and we time the kernels, not the
+    Python around them; (3) records start, calls, records end, and waits for
+    the whole device.
+
+    Events on the current stream miss work a call leaves on other streams,
+    and such work could also run early, beside the spin. So a few more
+    repetitions run with nothing queued: wait for the device, record
+    ``start``, call, wait for the device again, record ``settled``. Minus
+    the call's host time and the idle device's own figure, ``settled -
+    start`` bounds all the work the call did; when it exceeds the event
+    window, it is the latency (a candidate cannot look fast by hiding its
+    work from the timed stream).
+
+    :meth:`pair` times a baseline and a candidate in alternating repetitions,
+    so clock boost, heat and neighbours drift both the same way.
     """
-    sync = torch.cuda.synchronize
 
-    def call() -> None:
-        fn()
-        sync()
+    name = "cuda_events(median, l2_flush, host_overhead_hidden, off_stream_work_added)"
+    max_reps = 1000
+    min_reps = 5
+    # How far the settled figure may exceed the event window before it counts
+    # as hidden work rather than host jitter.
+    off_stream_slack_ms = 0.003
+    off_stream_slack_rel = 0.05
 
-    return call
-
-
-class DoBenchTimer(Timer):
-    """``triton.testing.do_bench``: L2 flushed before each repetition, median.
-
-    Each timed call ends with a device-wide synchronize, so work left on any
-    stream is inside the window. The synchronize itself costs a host round
-    trip; it is measured once (an empty call, same protocol) and subtracted,
-    so small kernels are not diluted toward a speedup of 1.
-    """
-
-    name = "triton.testing.do_bench(median, l2_flush, device_sync, sync_cost_subtracted)"
-
-    def __init__(self, device: str, warmup_ms: float, iter_ms: float) -> None:
+    def __init__(self, device: str, warmup_ms: float, iter_ms: float, flush_l2: bool = True) -> None:
         super().__init__(device, warmup_ms, iter_ms)
-        self._sync_cost_ms: float | None = None
+        self.flush_l2 = flush_l2
+        self._flush_buffer: torch.Tensor | None = None
+        self._cycles_per_ms: float | None = None
+        self._idle_settle_ms: float | None = None
 
-    def _bench(self, fn: Callable[[], Any]) -> float:
-        import triton.testing
+    # -- device helpers (each measured once per timer) -----------------------
 
-        timed = device_synchronized(fn)
-        return float(triton.testing.do_bench(timed, warmup=self.warmup_ms, rep=self.iter_ms, return_mode="median"))
+    def _flush(self) -> None:
+        if not self.flush_l2:
+            return
+        if self._flush_buffer is None:
+            l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+            n_bytes = max(256 << 20, 4 * l2)
+            self._flush_buffer = torch.empty(n_bytes // 4, dtype=torch.int32, device="cuda")
+        self._flush_buffer.zero_()
 
     @property
-    def sync_cost_ms(self) -> float:
-        if self._sync_cost_ms is None:
-            self._sync_cost_ms = self._bench(lambda: None)
-        return self._sync_cost_ms
+    def cycles_per_ms(self) -> float:
+        """How many ``torch.cuda._sleep`` cycles the GPU spins per ms."""
+        if self._cycles_per_ms is None:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            cycles = 2_000_000
+            torch.cuda._sleep(cycles)  # the first call loads the kernel
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            end.synchronize()
+            self._cycles_per_ms = cycles / max(start.elapsed_time(end), 1e-3)
+        return self._cycles_per_ms
+
+    def _host_ms(self, fn: Callable[[], Any]) -> float:
+        """Host time of one call (the kernels it queues run behind it)."""
+        times = []
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+        return min(times)
+
+    def _spin_cycles(self, host_ms: float) -> int:
+        # Twice the host time plus 20 us of margin, capped: a call that waits
+        # on the GPU itself (.item()) shows a host time that is not overhead.
+        return int(min(2 * host_ms + 0.02, 5.0) * self.cycles_per_ms)
+
+    # -- the protocol ------------------------------------------------------------
+
+    def _rep(self, fn: Callable[[], Any], spin_cycles: int) -> float:
+        """The event window of one repetition, in ms."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self._flush()
+        torch.cuda._sleep(spin_cycles)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+
+    def _settle_rep(self, fn: Callable[[], Any]) -> float:
+        """Device time from an idle start until everything the call queued
+        anywhere has finished, minus the call's host time, in ms."""
+        start, settled = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self._flush()
+        torch.cuda.synchronize()
+        start.record()
+        t0 = time.perf_counter()
+        fn()
+        host_ms = (time.perf_counter() - t0) * 1e3
+        torch.cuda.synchronize()
+        settled.record()
+        settled.synchronize()
+        return start.elapsed_time(settled) - host_ms
+
+    @property
+    def idle_settle_ms(self) -> float:
+        """The settle figure of an empty call: the host's wake-up after a sync."""
+        if self._idle_settle_ms is None:
+            self._idle_settle_ms = statistics.median(self._settle_rep(lambda: None) for _ in range(20))
+        return self._idle_settle_ms
+
+    def pair(self, *fns: Callable[[], Any]) -> list[float]:
+        """Latency in ms of each function, timed in alternating repetitions."""
+        spins = [self._spin_cycles(self._host_ms(fn)) for fn in fns]
+        # Warm up for warmup_ms of wall time (at least two rounds), which also
+        # gives the wall time of one round.
+        t0, rounds = time.perf_counter(), 0
+        while rounds < 2 or (time.perf_counter() - t0) * 1e3 < self.warmup_ms:
+            for fn, spin in zip(fns, spins):
+                self._rep(fn, spin)
+            rounds += 1
+        round_ms = (time.perf_counter() - t0) * 1e3 / rounds
+        reps = max(self.min_reps, min(self.max_reps, int(self.iter_ms / round_ms)))
+        windows: list[list[float]] = [[] for _ in fns]
+        for _ in range(reps):
+            for i, (fn, spin) in enumerate(zip(fns, spins)):
+                windows[i].append(self._rep(fn, spin))
+        latencies = []
+        for fn, window in zip(fns, windows):
+            latency = statistics.median(window)
+            settle = statistics.median(self._settle_rep(fn) for _ in range(max(3, reps // 8))) - self.idle_settle_ms
+            if settle > latency * (1 + self.off_stream_slack_rel) + self.off_stream_slack_ms:
+                latency = settle
+            if not math.isfinite(latency) or latency < 0:
+                raise ValueError(f"invalid latency {latency!r} ms")
+            latencies.append(latency)
+        return latencies
 
     def __call__(self, fn: Callable[[], Any]) -> float:
-        cost = self.sync_cost_ms  # measured before the first case, on an idle device
-        return max(self._bench(fn) - cost, 0.0)
+        return self.pair(fn)[0]
 
 
 class WallClockTimer(Timer):
-    """The do_bench protocol on the host clock: estimate one call, warm up for
+    """The same budgets on the host clock: estimate one call, warm up for
     ``warmup_ms``, then time ``iter_ms`` worth of calls one by one; median.
     No cache flush: on the CPU interpreter host overhead dominates anyway."""
 
@@ -186,7 +285,16 @@ class WallClockTimer(Timer):
         return latency
 
 
+def copy_bandwidth_gbps(timer: Timer, n_bytes: int = 1 << 30) -> float:
+    """GB/s (bytes read plus bytes written) of a device-to-device copy of
+    ``n_bytes``, timed with ``timer``: the practical memory ceiling."""
+    src = torch.empty(n_bytes, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    ms = timer(lambda: dst.copy_(src))
+    return 2 * n_bytes / (ms * 1e-3) / 1e9
+
+
 def make_timer(device: str, warmup_ms: float, iter_ms: float) -> Timer:
-    """do_bench on CUDA, the wall-clock protocol elsewhere."""
-    cls = DoBenchTimer if device == "cuda" else WallClockTimer
+    """CUDA events on CUDA, the wall-clock protocol elsewhere."""
+    cls = CudaEventTimer if device == "cuda" else WallClockTimer
     return cls(device, warmup_ms, iter_ms)
