@@ -40,8 +40,10 @@ __all__ = [
 ]
 
 # Widest row (elements) that one program keeps in registers for a single-pass
-# softmax / norm; wider rows take the looped kernels.
-MAX_FUSED_SIZE = 16384
+# softmax / norm; wider rows take the looped kernels, which read the row
+# twice. 32768 (a vocabulary-sized row) still fits: 32 fp32 values per
+# thread at 32 warps.
+MAX_FUSED_SIZE = 32768
 # Chunk width of the looped kernels (never above MAX_FUSED_SIZE).
 LOOP_BLOCK_SIZE = 4096
 # Chunk width of the reduction kernels along the reduced axis when many rows
@@ -67,7 +69,9 @@ def next_pow2(n: int) -> int:
 
 
 def num_warps_for(tile: int) -> int:
-    """Warps for a program touching ``tile`` elements: ~8-16 per thread."""
+    """Warps for a program touching ``tile`` elements: ~8-32 per thread."""
+    if tile >= 32768:
+        return 32
     if tile >= 16384:
         return 16
     if tile >= 4096:

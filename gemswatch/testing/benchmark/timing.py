@@ -131,9 +131,10 @@ class CudaEventTimer(Timer):
     max_reps = 1000
     min_reps = 5
     # How far the settled figure may exceed the event window before it counts
-    # as hidden work rather than host jitter.
-    off_stream_slack_ms = 0.003
-    off_stream_slack_rel = 0.05
+    # as hidden work: it also holds the launch latency of the call's last
+    # kernel (about 10 us on an H200), which the event window does not.
+    off_stream_slack_ms = 0.015
+    off_stream_slack_rel = 0.25
 
     def __init__(self, device: str, warmup_ms: float, iter_ms: float, flush_l2: bool = True) -> None:
         super().__init__(device, warmup_ms, iter_ms)
