@@ -76,6 +76,7 @@ def plot(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     ops = [b["operator"] for b in report["benchmarks"]]
     values = [b["geomean_speedup"] for b in report["benchmarks"]]
@@ -83,6 +84,8 @@ def plot(report: dict, path: Path) -> None:
     ax.bar(ops, values, color=["#4a8" if v >= 1 else "#c64" for v in values])
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_ylabel("geomean speedup vs torch")
     ax.set_title(f"gems vs torch eager, {report['level']} level, {report['device']}")
     plt.xticks(rotation=45, ha="right")

@@ -124,3 +124,18 @@ def test_child_is_in_its_own_session(tmp_path):
     log = tmp_path / "s.log"
     out = run_process([PY, "-c", "import os; print(os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())"], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=10, cancel=threading.Event())
     assert out.returncode == 0 and log.read_text().split() == ["True", "True"]
+
+
+def test_a_stage_sees_exactly_its_gpu(tmp_path):
+    from gemswatch.watch.config import load_config
+    from gemswatch.watch.mapping import Candidate
+    from gemswatch.watch.pipeline import stage_env
+
+    (tmp_path / "config.yaml").write_text("watch: candidates\ncandidates: {}\noperators: {}\n")
+    (tmp_path / "candidates").mkdir()
+    config = load_config(tmp_path / "config.yaml")
+    cand = Candidate(tmp_path / "candidates" / "x.py", "x.py", (("softmax", "f"),), "x.py")
+    assert stage_env(config, cand, "r1", "benchmark", "1")["CUDA_VISIBLE_DEVICES"] == "1"
+    # On the CPU (no device slot) the watcher's own setting passes through.
+    assert stage_env(config, cand, "r1", "preflight", None).get("CUDA_VISIBLE_DEVICES") == os.environ.get(
+        "CUDA_VISIBLE_DEVICES")

@@ -247,3 +247,36 @@ def test_set_jobs_grows_and_shrinks():
     assert s.wait_idle(TIMEOUT)
     assert fake.max_running == 1
     s.stop()
+
+
+def _spans(log):
+    """(start index, end index, stage, device) of every stage in a FakeStages log."""
+    open_at, spans = {}, []
+    for i, (what, rid, stage, device) in enumerate(log):
+        if what == "start":
+            open_at[(rid, stage)] = (i, device)
+        else:
+            start, dev = open_at.pop((rid, stage))
+            spans.append((start, i, stage, dev))
+    return spans
+
+
+def test_two_gpus_eight_files_share_checks_and_keep_benchmarks_exclusive():
+    # The multi-GPU policy on a simulated device list: 8 files saved at once,
+    # --jobs 2, two GPUs, every run preflight -> correctness -> benchmark.
+    fake = FakeStages(duration=0.02)
+    s = Scheduler(fake, Recorder(), jobs=2, devices=["0", "1"])
+    for n in range(8):
+        s.submit(make_run(f"f{n}", ("preflight", "correctness", "benchmark")))
+    assert s.wait_idle(TIMEOUT)
+    s.stop()
+    spans = _spans(fake.log)
+    assert len(spans) == 24 and all(d in ("0", "1") for *_, d in spans)  # exactly one GPU each
+    checks = [sp for sp in spans if sp[2] != "benchmark"]
+    # Checks ran on both GPUs at the same time...
+    assert any(a[3] != b[3] and a[0] < b[1] and b[0] < a[1] for a in checks for b in checks)
+    # ...and nothing ran on a GPU while a benchmark held it.
+    for bench in (sp for sp in spans if sp[2] == "benchmark"):
+        for other in spans:
+            if other is not bench and other[3] == bench[3]:
+                assert not (other[0] < bench[1] and bench[0] < other[1]), (bench, other)
