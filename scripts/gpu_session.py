@@ -1,7 +1,7 @@
 """The watch loop on a GPU, scripted, in a scratch copy of the project.
 
     python scripts/gpu_session.py OUTDIR loop     # gemswatch run + a live watch session
-    python scripts/gpu_session.py OUTDIR many [--files 8] [--jobs 2]
+    python scripts/gpu_session.py OUTDIR many [--files 8] [--jobs 2 [1 ...]]
 
 ``loop``: adds a deliberately slower and a deliberately wrong variant of the
 bundled softmax candidate, runs ``gemswatch run --json --benchmark auto`` over
@@ -13,7 +13,9 @@ save to its last verdict.
 ``--benchmark auto`` and ``--jobs JOBS``, samples ``nvidia-smi`` meanwhile,
 and each candidate records, when a stage loads it, the CUDA_VISIBLE_DEVICES
 and the GPU count it sees. It prints whether any stage shared a GPU with a
-timing benchmark and how many stages ran at once per GPU.
+timing benchmark and how many stages ran at once per GPU; given several
+``--jobs`` values it repeats the run for each, in a fresh scratch copy, and
+prints the wall-time ratios against the first.
 
 Events go to OUTDIR/*.jsonl (each line stamped with the arrival time "t");
 it is a measurement that prints what it saw, not a test.
@@ -163,7 +165,7 @@ def overlaps(events: list[tuple[float, dict]]) -> tuple[int, int, dict[str, int]
     return bad, sum(1 for s in spans if s[2] == "benchmark"), most
 
 
-def many(out: Path, proj: Path, n_files: int, jobs: int) -> None:
+def many(out: Path, proj: Path, n_files: int, jobs: int) -> float:
     base = (proj / FAST).read_text()
     names = [f"softmax_many_{i}.py" for i in range(n_files)]
     # The files must exist before the watcher starts (the config names them);
@@ -199,6 +201,7 @@ def many(out: Path, proj: Path, n_files: int, jobs: int) -> None:
     print(f"  most stages at once per device: {most}")
     views = sorted({line.split(' pid=')[1].split(' ', 1)[1] for line in seen.splitlines() if ' pid=' in line})
     print(f"  what the stages saw: {views}")
+    return wall
 
 
 def main() -> int:
@@ -206,15 +209,19 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("what", choices=["loop", "many"])
     ap.add_argument("--files", type=int, default=8)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, nargs="+", default=[2])
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gemswatch-gpu-") as tmp:
-        proj = scratch_copy(Path(tmp) / "project")
-        if args.what == "loop":
-            loop(args.out, proj)
-        else:
-            many(args.out, proj, args.files, args.jobs)
+    if args.what == "loop":
+        with tempfile.TemporaryDirectory(prefix="gemswatch-gpu-") as tmp:
+            loop(args.out, scratch_copy(Path(tmp) / "project"))
+        return 0
+    walls = []
+    for jobs in args.jobs:
+        with tempfile.TemporaryDirectory(prefix="gemswatch-gpu-") as tmp:
+            walls.append(many(args.out, scratch_copy(Path(tmp) / "project"), args.files, jobs))
+    for jobs, wall in zip(args.jobs[1:], walls[1:]):
+        print(f"--jobs {args.jobs[0]} / --jobs {jobs}: {walls[0]:.1f} s / {wall:.1f} s = {walls[0] / wall:.2f}")
     return 0
 
 

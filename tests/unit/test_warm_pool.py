@@ -236,8 +236,9 @@ def test_a_pool_that_cannot_preload_means_cold_stages_and_says_why(proj):
     try:
         out = starter.stage("test_version.py")
         assert (out.returncode, out.warm) == (0, False)
-        assert starter.state.startswith("cold: preload no_such_module_for_gemswatch: ModuleNotFoundError")
-        assert any("stages start cold" in n for n in starter.notes)
+        wait_for(lambda: starter.state.startswith("cold: preload no_such_module_for_gemswatch: ModuleNotFoundError"),
+                 10, f"the cold state line ({starter.state})")
+        wait_for(lambda: any("stages start cold" in n for n in starter.notes), 10, "the note that stages start cold")
         out = starter.stage("test_version.py")  # no retry for a failure a restart cannot fix
         assert (out.returncode, out.warm) == (0, False)
         assert len([n for n in starter.notes if "unavailable" in n]) == 1
@@ -276,5 +277,7 @@ def test_a_stage_whose_pool_dies_under_it_is_run_again_cold(proj, starter):
 
 def test_the_pool_is_told_apart_from_a_cold_start_in_the_state_line(proj, starter):
     starter.pool_pid()
-    assert starter.state.startswith("warm: pool ") and "fakeconst, pytest" in starter.state
+    # The state line is updated by the announcing thread just after the pool is ready.
+    wait_for(lambda: starter.state.startswith("warm: pool "), 10, f"the ready state line ({starter.state})")
+    assert "fakeconst, pytest" in starter.state
     assert starter.active

@@ -157,6 +157,8 @@ class CudaEventTimer(Timer):
     @property
     def cycles_per_ms(self) -> float:
         """How many ``torch.cuda._sleep`` cycles the GPU spins per ms."""
+        if self._cycles_per_ms is None and getattr(torch.cuda, "_sleep", None) is None:
+            self._cycles_per_ms = 0.0
         if self._cycles_per_ms is None:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             cycles = 2_000_000
@@ -179,6 +181,13 @@ class CudaEventTimer(Timer):
         torch.cuda.synchronize()
         return min(times)
 
+    def _spin(self, cycles: int) -> None:
+        # torch.cuda._sleep is private; without it the window may include
+        # host overhead, as plain event timing does.
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is not None and cycles > 0:
+            sleep(cycles)
+
     def _spin_cycles(self, host_ms: float) -> int:
         # Twice the host time plus 20 us of margin, capped: a call that waits
         # on the GPU itself (.item()) shows a host time that is not overhead.
@@ -190,7 +199,7 @@ class CudaEventTimer(Timer):
         """The event window of one repetition, in ms."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         self._flush()
-        torch.cuda._sleep(spin_cycles)
+        self._spin(spin_cycles)
         start.record()
         fn()
         end.record()
@@ -291,7 +300,10 @@ class WallClockTimer(Timer):
 
 def copy_bandwidth_gbps(timer: Timer, n_bytes: int = 1 << 30) -> float:
     """GB/s (bytes read plus bytes written) of a device-to-device copy of
-    ``n_bytes``, timed with ``timer``: the practical memory ceiling."""
+    ``n_bytes`` (less on a GPU without room for two such buffers), timed with
+    ``timer``: the practical memory ceiling."""
+    if torch.cuda.is_available():
+        n_bytes = max(64 << 20, min(n_bytes, torch.cuda.mem_get_info()[0] // 4))
     src = torch.empty(n_bytes, dtype=torch.uint8, device="cuda").fill_(1)
     dst = torch.empty_like(src)
     ms = timer(lambda: dst.copy_(src))
