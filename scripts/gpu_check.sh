@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One batched run of everything that needs the GPU, for a scarce GPU lease:
-# environment, the accuracy suite, the benchmarks (core, then comprehensive)
-# as JSON, and the loop benchmark's warm-start and save-to-verdict figures.
-#   scripts/gpu_check.sh OUTDIR [STEPS]    STEPS: any of e a c C l (default: eacCl)
+#   e  environment            a  the accuracy suite
+#   c  core benchmark (JSON)  C  comprehensive benchmark (JSON)
+#   s  spread: core three times back to back (the first fills Triton's
+#      compile cache; compare the other two with scripts/perf_tables.py)
+#   t  scripts/timer_check.py g  scripts/gpu_session.py loop
+#   l  the loop benchmark's warm-start and save-to-verdict figures
+#   w  scripts/tune_sweep.py
+#   scripts/gpu_check.sh OUTDIR [STEPS]    (default: eacCl)
 # Each step has a time limit (seconds, env GPU_CHECK_<STEP>_S) so one slow step
 # cannot eat the lease; what finished is in OUTDIR either way.
 set -uo pipefail
@@ -33,6 +38,26 @@ if step C; then
         --warmup "${GPU_CHECK_WARMUP:-25}" --iter "${GPU_CHECK_ITER:-100}" \
         --record json --output "$out/bench_comprehensive.json" > "$out/bench_comprehensive.txt" 2>&1
     echo "exit $?" >> "$out/bench_comprehensive.txt"
+fi
+if step s; then
+    for i in 0 1 2; do
+        timeout "${GPU_CHECK_S_S:-200}" $py -m pytest -q -p no:cacheprovider benchmark --level core \
+            --warmup "${GPU_CHECK_WARMUP:-25}" --iter "${GPU_CHECK_ITER:-100}" \
+            --record json --output "$out/spread_$i.json" > "$out/spread_$i.txt" 2>&1
+        echo "exit $?" >> "$out/spread_$i.txt"
+    done
+fi
+if step t; then
+    timeout "${GPU_CHECK_T_S:-120}" $py scripts/timer_check.py > "$out/timer_check.txt" 2>&1
+    echo "exit $?" >> "$out/timer_check.txt"
+fi
+if step g; then
+    timeout "${GPU_CHECK_G_S:-300}" $py scripts/gpu_session.py "$out" loop > "$out/gpu_session.txt" 2>&1
+    echo "exit $?" >> "$out/gpu_session.txt"
+fi
+if step w; then
+    timeout "${GPU_CHECK_W_S:-300}" $py scripts/tune_sweep.py > "$out/tune_sweep.txt" 2>&1
+    echo "exit $?" >> "$out/tune_sweep.txt"
 fi
 if step l; then
     timeout "${GPU_CHECK_L_S:-240}" $py scripts/loop_benchmark.py --only ab --repeat "${GPU_CHECK_REPEAT:-2}" > "$out/loop.txt" 2>&1
