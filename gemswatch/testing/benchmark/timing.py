@@ -119,9 +119,9 @@ class CudaEventTimer(Timer):
     repetitions run with nothing queued: wait for the device, record
     ``start``, call, wait for the device again, record ``settled``. Minus
     the call's host time and the idle device's own figure, ``settled -
-    start`` bounds all the work the call did; when it exceeds the event
-    window, it is the latency (a candidate cannot look fast by hiding its
-    work from the timed stream).
+    start`` bounds all the work the call did; when its lower quartile exceeds
+    the event window by more than the slack below, it is the latency (a
+    candidate cannot look fast by hiding its work from the timed stream).
 
     :meth:`pair` times a baseline and a candidate in alternating repetitions,
     so clock boost, heat and neighbours drift both the same way.
