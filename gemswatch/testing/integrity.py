@@ -79,7 +79,6 @@ WATCHED_MODULES = (
     "torch.linalg",
     "torch.special",
     "torch.cuda",
-    "triton.testing",
     "gemswatch.dynamic_registry",
     "gemswatch.testing._atomic",
     "gemswatch.testing.accuracy",
@@ -160,12 +159,12 @@ class Watchlist:
         """A watchlist of :data:`WATCHED_MODULES` (and ``extra_modules``) as they are now."""
         watch = cls()
         # Have the helpers a session may use later (the accuracy helpers that
-        # tests import during collection, do_bench on CUDA) loaded before a
+        # tests import during collection, the timers) loaded before a
         # candidate can touch them. They need torch; a session without it
         # has none of them to protect.
         if "torch" in sys.modules:
             for name in WATCHED_MODULES:
-                if name.startswith(_OWN_PREFIX) or (name == "triton.testing" and "triton" in sys.modules):
+                if name.startswith(_OWN_PREFIX):
                     try:
                         importlib.import_module(name)
                     except Exception:
