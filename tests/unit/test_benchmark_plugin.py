@@ -67,6 +67,18 @@ def my_softmax(x, dim=-1, dtype=None):
 def my_softmax(x, dim=-1, dtype=None):
     raise RuntimeError("boom from candidate")
 """,
+    # Passes its first call, then fails: while being timed in the first case.
+    "tires.py": """
+import torch
+
+_calls = [0]
+
+def my_softmax(x, dim=-1, dtype=None):
+    _calls[0] += 1
+    if _calls[0] > 1:
+        raise RuntimeError("tired")
+    return torch.softmax(x, dim)
+""",
     # Calls the operator it replaces once more: one invocation, two candidate calls.
     "twice.py": """
 import torch
@@ -578,6 +590,15 @@ def test_timing_raising_candidate_records_every_case(project):
     assert [c["error"] for c in entry["cases"]] == ["RuntimeError: boom from candidate"] * 2
     assert all(c["latency"] is None and c["latency_base"] > 0 for c in entry["cases"])
     assert entry["geomean_speedup"] is None and entry["candidate_source"] is None
+
+
+def test_a_candidate_failing_while_timed_keeps_the_baseline_time(project):
+    result = run(project, *FAST, "--override", "softmax:tires.py:my_softmax", "-k", "test_softmax",
+                 "--record", "json", "--output", "bench.json")
+    assert result.ret == 1
+    (entry,) = load(project, "bench.json")["benchmarks"]
+    assert [c["error"] for c in entry["cases"]] == ["RuntimeError: tired"] * 2
+    assert all(c["latency"] is None and c["latency_base"] > 0 for c in entry["cases"])
 
 
 def test_record_log_writes_a_text_table(project):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
@@ -273,15 +273,18 @@ class BenchmarkRunner:
 
         cand_args, cand_kwargs = clone_inputs(args, kwargs)
         fn, is_override = self.resolve(bm.op)
+        def baseline():
+            return bm.baseline(*base_args, **base_kwargs)
+
         try:
             timed, watched = self._first_call(bm, fn, is_override, cand_args, cand_kwargs)
+            entry["latency_base"], latency = timer.pair(baseline, lambda: timed(*cand_args, **cand_kwargs))
         except Exception:
-            # The baseline's time still goes in the record of a failing case.
-            entry["latency_base"] = timer(lambda: bm.baseline(*base_args, **base_kwargs))
+            # The baseline's time still goes in the record of a failing case
+            # (unless the baseline is what failed).
+            with suppress(Exception):
+                entry["latency_base"] = timer(baseline)
             raise
-        entry["latency_base"], latency = timer.pair(
-            lambda: bm.baseline(*base_args, **base_kwargs), lambda: timed(*cand_args, **cand_kwargs)
-        )
         del base_args, base_kwargs
         if is_override:
             # A candidate that replays cached results (keyed on shapes, tensors

@@ -303,10 +303,13 @@ def copy_bandwidth_gbps(timer: Timer, n_bytes: int = 1 << 30) -> float:
     ``n_bytes`` (less on a GPU without room for two such buffers), timed with
     ``timer``: the practical memory ceiling."""
     if torch.cuda.is_available():
-        n_bytes = max(64 << 20, min(n_bytes, torch.cuda.mem_get_info()[0] // 4))
+        n_bytes = max(64 << 20, min(n_bytes, torch.cuda.mem_get_info()[0] // 8))
     src = torch.empty(n_bytes, dtype=torch.uint8, device="cuda").fill_(1)
     dst = torch.empty_like(src)
     ms = timer(lambda: dst.copy_(src))
+    del src, dst
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # give the two buffers back before the cases run
     return 2 * n_bytes / (ms * 1e-3) / 1e9
 
 
