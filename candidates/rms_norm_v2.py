@@ -18,6 +18,7 @@ Try it:  pytest tests/test_norm.py --override rms_norm:./candidates/rms_norm_v2.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -98,11 +99,16 @@ def _rms_norm_kernel(
                 tl.store(y_ptr + y_offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@functools.cache
+def _sm_count(on: torch.device) -> int:
+    """Multiprocessors of a GPU (queried once, not on every call)."""
+    return torch.cuda.get_device_properties(on).multi_processor_count
+
+
 def _num_programs(n_tiles: int, on: torch.device) -> int:
     """Enough programs to fill the GPU, never more than there are tiles."""
     if on.type == "cuda":
-        sms = torch.cuda.get_device_properties(on).multi_processor_count
-        return max(1, min(n_tiles, PROGRAMS_PER_SM * sms))
+        return max(1, min(n_tiles, PROGRAMS_PER_SM * _sm_count(on)))
     return max(1, min(n_tiles, 4))  # the interpreter runs programs one by one
 
 

@@ -28,6 +28,29 @@ def _max_propagate_nan(a, b):
 
 
 @triton.jit
+def _accumulate(acc, x, IS_MAX: tl.constexpr):
+    """acc + x, or the NaN-propagating max for IS_MAX."""
+    if IS_MAX:
+        acc = _max_propagate_nan(acc, x)
+    else:
+        acc += x
+    return acc
+
+
+@triton.jit
+def _finish(acc, scale, AXIS: tl.constexpr, IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr):
+    """Reduce the accumulator tile along AXIS (sum, or max for IS_MAX), times
+    scale when APPLY_SCALE."""
+    if IS_MAX:
+        result = tl.reduce(acc, AXIS, _max_propagate_nan)
+    else:
+        result = tl.sum(acc, AXIS)
+    if APPLY_SCALE:
+        result = result * scale
+    return result
+
+
+@triton.jit
 def _reduce_rows_kernel(
     x_ptr, out_ptr, scale, n_rows, n_cols, cols_per_split,
     IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
@@ -48,16 +71,8 @@ def _reduce_rows_kernel(
         cols = start + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols < col_end)[None, :]
         x = tl.load(x_rows + cols[None, :], mask=mask, other=IDENTITY).to(ACC)
-        if IS_MAX:
-            acc = tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
-        else:
-            acc += x
-    if IS_MAX:
-        result = tl.reduce(acc, 1, _max_propagate_nan)
-    else:
-        result = tl.sum(acc, 1)
-    if APPLY_SCALE:
-        result = result * scale
+        acc = _accumulate(acc, x, IS_MAX)
+    result = _finish(acc, scale, 1, IS_MAX, APPLY_SCALE)
     tl.store(out_ptr + rows * n_splits + split, result, mask=row_mask)
 
 
@@ -84,16 +99,8 @@ def _reduce_columns_kernel(
         n = start + tl.arange(0, BLOCK_N)
         mask = (n < n_end)[:, None] & inner_mask[None, :]
         x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=IDENTITY).to(ACC)
-        if IS_MAX:
-            acc = tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
-        else:
-            acc += x
-    if IS_MAX:
-        result = tl.reduce(acc, 0, _max_propagate_nan)
-    else:
-        result = tl.sum(acc, 0)
-    if APPLY_SCALE:
-        result = result * scale
+        acc = _accumulate(acc, x, IS_MAX)
+    result = _finish(acc, scale, 0, IS_MAX, APPLY_SCALE)
     tl.store(out_ptr + (outer * n_splits + split) * n_inner + inner, result, mask=inner_mask)
 
 
@@ -170,7 +177,7 @@ def _normalize_dims(dim, ndim: int, name: str) -> list[int]:
         if d in result:
             raise RuntimeError(f"gems.{name}: dim {d} appears multiple times in the list of dims")
         result.append(d)
-    return sorted(d for d in result if d < ndim) if ndim else []
+    return sorted(d for d in result if d < ndim)
 
 
 def _reduce(
@@ -178,8 +185,9 @@ def _reduce(
 ) -> torch.Tensor:
     ndim = input.dim()
     dims = _normalize_dims(dim, ndim, name)
-    out_shape = [1 if d in dims else s for d, s in enumerate(input.shape)]
-    if not keepdim:
+    if keepdim:
+        out_shape = [1 if d in dims else s for d, s in enumerate(input.shape)]
+    else:
         out_shape = [s for d, s in enumerate(input.shape) if d not in dims]
     n_reduced = math.prod(input.shape[d] for d in dims)
     acc_dtype = _acc_dtype(input.dtype if is_max else out_dtype)
@@ -212,7 +220,7 @@ def _reduce(
             order = perm
             x = x.permute(order)
     # Size-1 dims change nothing: drop them so reduced dims group into runs.
-    kept = [(x.shape[i], order[i]) for i in range(ndim) if order[i] not in dims and x.shape[i] != 1]
+    kept: list[int] = []  # the caller's dim of each kept dim, in memory order
     runs: list[list[int]] = []  # [start, end) positions in the squeezed shape
     shape: list[int] = []
     previous_reduced = False
@@ -224,6 +232,8 @@ def _reduce(
             runs[-1][1] += 1
         elif reduced:
             runs.append([len(shape), len(shape) + 1])
+        else:
+            kept.append(order[i])
         shape.append(x.shape[i])
         previous_reduced = reduced
     if not runs:  # only size-1 dims reduced: one pass with a reduce length of 1
@@ -244,11 +254,10 @@ def _reduce(
         )
         shape = shape[:start] + shape[end:]
 
-    # ``result`` holds the kept dims in memory order; put them back in the
-    # caller's order.
-    sizes = [s for s, _ in kept]
-    result = result.view(sizes)
-    back = sorted(range(len(kept)), key=lambda i: kept[i][1])
+    # ``result`` holds the kept dims (now ``shape``) in memory order; put
+    # them back in the caller's order.
+    result = result.view(shape)
+    back = sorted(range(len(kept)), key=kept.__getitem__)
     if back != list(range(len(kept))):
         result = result.permute(back).contiguous()
     return result.reshape(out_shape)

@@ -21,6 +21,30 @@ __all__ = ["softmax", "log_softmax"]
 
 
 @triton.jit
+def _softmax_tile(x, AXIS: tl.constexpr, LOG: tl.constexpr):
+    """softmax (LOG: log_softmax) of a tile along AXIS: exp(x - max) / sum(exp(x - max))."""
+    shifted = x - tl.max(x, AXIS, keep_dims=True)
+    numerator = tl.exp(shifted)
+    denominator = tl.sum(numerator, AXIS, keep_dims=True)
+    if LOG:
+        y = shifted - tl.log(denominator)
+    else:
+        y = numerator / denominator
+    return y
+
+
+@triton.jit
+def _online_update(m, d, x):
+    """One step of the online normaliser: the new running max m and sum
+    d = sum(exp(x - m)) per lane, d rescaled when m grows."""
+    m_new = tl.maximum(m, x)
+    # A lane that has seen only -inf keeps d = 0 (avoids -inf - -inf).
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+    return m_new, d
+
+
+@triton.jit
 def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, LOG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """y = exp(x - max(x)) / sum(exp(x - max(x))) per row (LOG: y = x - max - log(sum));
     BLOCK_M whole rows of a contiguous (n_rows, n_cols) x per program."""
@@ -33,13 +57,7 @@ def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, LOG: tl.constexpr, BLOCK_
         mask=(cols < n_cols)[None, :],
         other=float("-inf"),
     ).to(tl.float32)
-    shifted = x - tl.max(x, 1)[:, None]
-    numerator = tl.exp(shifted)
-    denominator = tl.sum(numerator, 1)[:, None]
-    if LOG:
-        y = shifted - tl.log(denominator)
-    else:
-        y = numerator / denominator
+    y = _softmax_tile(x, 1, LOG)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
     tl.store(y_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], y, mask=mask)
 
@@ -56,11 +74,7 @@ def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        # A lane that has seen only -inf keeps d = 0 (avoids -inf - -inf).
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)
-        m = m_new
+        m, d = _online_update(m, d, x)
     row_max = tl.max(m, 0)
     row_sum = tl.sum(d * tl.exp(m - row_max), 0)
     log_sum = tl.log(row_sum)
@@ -98,13 +112,7 @@ def _softmax_columns_kernel(
         mask = (n < n_reduce)[:, None] & inner_mask[None, :]
         offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
         x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
-        shifted = x - tl.max(x, 0)[None, :]
-        numerator = tl.exp(shifted)
-        denominator = tl.sum(numerator, 0)[None, :]
-        if LOG:
-            y = shifted - tl.log(denominator)
-        else:
-            y = numerator / denominator
+        y = _softmax_tile(x, 0, LOG)
         tl.store(y_slab + offs, y, mask=mask)
     else:
         m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), tl.float32)
@@ -114,10 +122,7 @@ def _softmax_columns_kernel(
             mask = (n < n_reduce)[:, None] & inner_mask[None, :]
             offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
             x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)
-            m = m_new
+            m, d = _online_update(m, d, x)
         col_max = tl.max(m, 0)
         col_sum = tl.sum(d * tl.exp(m - col_max[None, :]), 0)
         log_sum = tl.log(col_sum)
