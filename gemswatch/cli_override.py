@@ -50,7 +50,6 @@ class OverrideSpec:
     path: str
     function: str
     base_dir: str | None = None
-    source: str = "--override"
 
     def resolved_path(self) -> Path:
         return _resolve_path(self.path, self.base_dir)
@@ -115,7 +114,12 @@ def load_override_config(config_path: str | os.PathLike) -> dict[str, tuple[str,
     Raises OverrideError for a missing file, a parse error, or a schema
     problem (no 'overrides' mapping, unknown keys, malformed entries).
     """
-    return {s.op: (str(s.resolved_path()), s.function) for s in _config_specs(config_path)}
+    return _file_mapping(_config_specs(config_path))
+
+
+def _file_mapping(specs: list[OverrideSpec]) -> dict[str, tuple[str, str]]:
+    """op -> (absolute path, function), the form the registry's batch load takes."""
+    return {s.op: (str(s.resolved_path()), s.function) for s in specs}
 
 
 def _config_specs(config_path: str | os.PathLike) -> list[OverrideSpec]:
@@ -154,7 +158,7 @@ def _config_specs(config_path: str | os.PathLike) -> list[OverrideSpec]:
             file = file.strip()
         else:
             raise OverrideError(f"{where}: entry {op!r} must be 'path', 'path:function' or {{file, function}}, got {entry!r}")
-        specs.append(OverrideSpec(op, file, (func or op).strip(), base, source=str(path)))
+        specs.append(OverrideSpec(op, file, (func or op).strip(), base))
     return specs
 
 
@@ -200,9 +204,7 @@ def apply_overrides_from_args(args: Any, registry: DynamicOpOverride | None = No
     specs = collect_override_specs(args)
     if specs:
         module = getattr(args, "override_module", None) or DEFAULT_MODULE
-        registry.override_batch_from_files(
-            {s.op: (str(s.resolved_path()), s.function) for s in specs}, module_name=module
-        )
+        registry.override_batch_from_files(_file_mapping(specs), module_name=module)
     return registry
 
 

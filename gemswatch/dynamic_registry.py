@@ -84,6 +84,12 @@ def _check_op_name(op_name: Any) -> None:
         )
 
 
+def _check_impl(op_name: Any, impl_func: Any) -> None:
+    _check_op_name(op_name)
+    if not callable(impl_func):
+        raise OverrideError(f"override for {op_name!r} is a {type(impl_func).__name__}, not callable")
+
+
 def _import_target(module_name: str) -> ModuleType:
     if not isinstance(module_name, str) or not all(p.isidentifier() for p in module_name.split(".")):
         raise OverrideError(f"invalid module name {module_name!r}: expected a dotted import path such as 'gemswatch.gems'")
@@ -181,7 +187,8 @@ def _get_function(module: ModuleType, path: Path, func_name: str) -> Callable:
         listing = ", ".join(defined) or "no public functions"
         raise OverrideError(
             f"candidate {path} has no function {func_name!r}{guess}; it defines: {listing}. "
-            "Name the function explicitly as op:path:function"
+            "Rename the function, or name the one to use (op:path:function on the command line, "
+            "or the file's entry under candidates: in config.yaml)"
         )
     func = getattr(module, func_name)
     if not callable(func):
@@ -285,9 +292,7 @@ class DynamicOpOverride:
         The attribute may not exist yet; it is then removed on restore.
         Returns True. Raises OverrideError for a bad name, module or object.
         """
-        _check_op_name(op_name)
-        if not callable(impl_func):
-            raise OverrideError(f"override for {op_name!r} is a {type(impl_func).__name__}, not callable")
+        _check_impl(op_name, impl_func)
         module = _import_target(module_name)
         with self._lock:
             self._install(module, module_name, op_name, impl_func)
@@ -297,9 +302,7 @@ class DynamicOpOverride:
     def override_batch(self, op_mapping: Mapping[str, Callable], module_name: str = DEFAULT_MODULE) -> dict[str, bool]:
         """Install several untracked overrides; all or nothing."""
         for op_name, impl in op_mapping.items():
-            _check_op_name(op_name)
-            if not callable(impl):
-                raise OverrideError(f"override for {op_name!r} is a {type(impl).__name__}, not callable")
+            _check_impl(op_name, impl)
         return {op: self.override(op, impl, module_name) for op, impl in op_mapping.items()}
 
     def override_from_file(
@@ -318,9 +321,7 @@ class DynamicOpOverride:
         directory). Returns True; raises OverrideError on any failure, leaving
         the module untouched.
         """
-        return self.override_batch_from_files({op_name: (filepath, func_name or op_name)}, module_name, base_dir=base_dir)[
-            op_name
-        ]
+        return self.override_batch_from_files({op_name: (filepath, func_name)}, module_name, base_dir=base_dir)[op_name]
 
     def override_batch_from_files(
         self,

@@ -134,9 +134,9 @@ class CorrectnessPlugin:
         case = self.cases.get(item.nodeid)
         if case is None or case.candidate_calls is None:
             return
-        for row in self.overrides.rows():
+        for row in self.overrides.candidate_rows():
             op = row["operator"]
-            if not row["file"] or row["module"] != self.overrides.module_name or op not in case.opname:
+            if op not in case.opname:
                 continue
             if case.candidate_calls.get(row["target"], 0) == 0:
                 raise IntegrityError(
@@ -219,11 +219,10 @@ class CorrectnessPlugin:
             terminalreporter.write_line("gemswatch: all tests skipped; the candidate was not checked", yellow=True)
 
     def write_report(self, exit_code: int) -> None:
-        counts = self.overrides.counts()
-        overrides = []
-        for row in self.overrides.rows():
-            if row["file"]:
-                overrides.append({k: row[k] for k in ("operator", "target", "file", "function")} | {"calls": counts.get(row["target"], 0)})
+        overrides = [
+            {k: row[k] for k in ("operator", "target", "file", "function", "calls")}
+            for row in self.overrides.candidate_rows()
+        ]
         report = {
             "schema_version": SCHEMA,
             "status": self.status,

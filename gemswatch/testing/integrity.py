@@ -155,8 +155,8 @@ class Watchlist:
         return len(self._entries)
 
     @classmethod
-    def snapshot(cls, extra_modules: tuple[str, ...] = ()) -> "Watchlist":
-        """A watchlist of :data:`WATCHED_MODULES` (and ``extra_modules``) as they are now."""
+    def snapshot(cls) -> "Watchlist":
+        """A watchlist of :data:`WATCHED_MODULES` as they are now."""
         watch = cls()
         # Have the helpers a session may use later (the accuracy helpers that
         # tests import during collection, the timers) loaded before a
@@ -169,7 +169,7 @@ class Watchlist:
                         importlib.import_module(name)
                     except Exception:
                         pass
-        for name in WATCHED_MODULES + tuple(extra_modules):
+        for name in WATCHED_MODULES:
             module = sys.modules.get(name)
             if module is not None:
                 watch.add_module(module, name)

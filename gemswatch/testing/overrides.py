@@ -128,11 +128,9 @@ class SessionOverrides:
     def calls(self, op: str) -> int:
         return self.counts().get(self.target(op), 0)
 
-    def describe(self, op: str) -> dict[str, Any] | None:
-        for row in self.rows():
-            if row["operator"] == op and row["module"] == self.module_name and row["file"]:
-                return {k: row[k] for k in ("operator", "target", "file", "function")}
-        return None
+    def candidate_rows(self) -> list[dict[str, Any]]:
+        """The rows of the file-loaded candidates installed in the session's module."""
+        return [row for row in self.rows() if row["file"] and row["module"] == self.module_name]
 
     def uncalled(self) -> list[str]:
         """Full names of file-loaded candidates never called so far."""
@@ -149,11 +147,9 @@ class SessionOverrides:
         ``candidate()`` still answers the registry's counting wrapper, and
         ``restore()`` puts the original operators back as usual."""
         module = sys.modules.get(self.module_name)
-        if not self.registry or module is None:
+        if module is None:
             return
-        for row in self.rows():
-            if not row["file"] or row["module"] != self.module_name:
-                continue
+        for row in self.candidate_rows():
             op = row["operator"]
             installed = self.registry.get_override(op, self.module_name)
             if getattr(module, op, None) is installed:

@@ -156,18 +156,17 @@ def plan_cases(
     if level not in LEVELS:
         raise ValueError(f"unknown benchmark level {level!r}; use one of {', '.join(LEVELS)}")
     specs: list[CaseSpec] = []
-    seen: dict[str, CaseSpec] = {}
+    seen: set[str] = set()
     for dtype in dtypes:
         for ordinal, plan in enumerate(planner(level, dtype)):
             if not isinstance(plan, CasePlan):
                 raise TypeError(f"{operator}: the case planner must yield CasePlan objects, got {type(plan).__name__}")
             case_id = make_case_id(nodeid, operator, level, dtype, plan.shape, plan.params)
-            spec = CaseSpec(case_id, operator, nodeid, level, ordinal, dtype, plan.shape, plan.params)
             if case_id in seen:
                 raise ValueError(
                     f"{operator}: case planned twice at level {level}, dtype {dtype_name(dtype)}: "
                     f"shape {plan.shape}, params {plan.params}; remove the duplicate from the benchmark's plan"
                 )
-            seen[case_id] = spec
-            specs.append(spec)
+            seen.add(case_id)
+            specs.append(CaseSpec(case_id, operator, nodeid, level, ordinal, dtype, plan.shape, plan.params))
     return specs

@@ -86,6 +86,12 @@ def single_call_ms(fn: Callable[[], Any], device: str) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def _checked(latency: float) -> float:
+    if not math.isfinite(latency) or latency < 0:
+        raise ValueError(f"invalid latency {latency!r} ms")
+    return latency
+
+
 class Timer:
     """Median latency in ms of a zero-argument function."""
 
@@ -156,8 +162,10 @@ class CudaEventTimer(Timer):
 
     @property
     def cycles_per_ms(self) -> float:
-        """How many ``torch.cuda._sleep`` cycles the GPU spins per ms."""
+        """How many ``torch.cuda._sleep`` cycles the GPU spins per ms (0 without it)."""
         if self._cycles_per_ms is None and getattr(torch.cuda, "_sleep", None) is None:
+            # torch.cuda._sleep is private; without it nothing spins and the
+            # window may include host overhead, as plain event timing does.
             self._cycles_per_ms = 0.0
         if self._cycles_per_ms is None:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -182,11 +190,8 @@ class CudaEventTimer(Timer):
         return min(times)
 
     def _spin(self, cycles: int) -> None:
-        # torch.cuda._sleep is private; without it the window may include
-        # host overhead, as plain event timing does.
-        sleep = getattr(torch.cuda, "_sleep", None)
-        if sleep is not None and cycles > 0:
-            sleep(cycles)
+        if cycles > 0:  # never without torch.cuda._sleep: cycles_per_ms is 0 then
+            torch.cuda._sleep(cycles)
 
     def _spin_cycles(self, host_ms: float) -> int:
         # Twice the host time plus 20 us of margin, capped: a call that waits
@@ -253,9 +258,7 @@ class CudaEventTimer(Timer):
             settle = statistics.quantiles(settles, n=4)[0] - self.idle_settle_ms
             if settle > latency * (1 + self.off_stream_slack_rel) + self.off_stream_slack_ms:
                 latency = settle
-            if not math.isfinite(latency) or latency < 0:
-                raise ValueError(f"invalid latency {latency!r} ms")
-            latencies.append(latency)
+            latencies.append(_checked(latency))
         return latencies
 
     def __call__(self, fn: Callable[[], Any]) -> float:
@@ -292,10 +295,7 @@ class WallClockTimer(Timer):
             fn()
             synchronize(self.device)
             times.append((clock() - t0) * 1e3)
-        latency = statistics.median(times)
-        if not math.isfinite(latency) or latency < 0:
-            raise ValueError(f"invalid latency {latency!r} ms")
-        return latency
+        return _checked(statistics.median(times))
 
 
 def copy_bandwidth_gbps(timer: Timer, n_bytes: int = 1 << 30) -> float:
