@@ -93,16 +93,6 @@ def _pythonpath_entries(env: dict[str, str]) -> list[str]:
     return [os.path.abspath(p) for p in raw.split(os.pathsep)] if raw else []
 
 
-def _dedupe(paths: list[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for p in paths:
-        if p not in seen:
-            seen.add(p)
-            out.append(p)
-    return out
-
-
 class PreloadError(Exception):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -387,15 +377,13 @@ class Pool:
             os.close(null)
             os.close(log_fd)
             os.chdir(req["cwd"])
-            env = dict(req["env"])
-            for k, v in self.env_set.items():
-                env[k] = v
+            env = {**req["env"], **self.env_set}
             for k in self.env_unset:
                 env.pop(k, None)
             os.environ.clear()
             os.environ.update(env)
             cwd = os.getcwd()
-            sys.path[:] = _dedupe([cwd, *_pythonpath_entries(env), *self.path_tail])
+            sys.path[:] = list(dict.fromkeys([cwd, *_pythonpath_entries(env), *self.path_tail]))  # no repeats, in order
             importlib.invalidate_caches()
             import linecache
 
@@ -497,16 +485,14 @@ def main(argv: list[str] | None = None) -> None:
     pool = Pool(ctl, preload)
     try:
         info = pool.load()
-    except PreloadError as e:
+    except BaseException as e:  # noqa: BLE001 - any failure is reported, then the pool exits
         traceback.print_exc()
+        if isinstance(e, PreloadError):
+            reason, message = e.reason, str(e)
+        else:
+            reason, message = "error", f"{type(e).__name__}: {e}"
         try:
-            _send(ctl, event="failed", reason=e.reason, message=str(e))
-        finally:
-            pool._exit(1)
-    except BaseException as e:  # noqa: BLE001
-        traceback.print_exc()
-        try:
-            _send(ctl, event="failed", reason="error", message=f"{type(e).__name__}: {e}")
+            _send(ctl, event="failed", reason=reason, message=message)
         finally:
             pool._exit(1)
     try:

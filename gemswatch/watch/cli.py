@@ -82,52 +82,46 @@ def _positive_int(text: str) -> int:
     return n
 
 
+# command -> (prog, description, whether --help shows the examples)
+_HELP = {
+    "watch": (
+        "gemswatch",
+        "Watch candidate kernels and turn every save into a verdict: preflight, correctness, benchmark.\n"
+        "Commands: gemswatch [DIR] | run [FILE...] | list | history [FILE|OP] | new OP [NAME]",
+        True,
+    ),
+    "run": (
+        "gemswatch run",
+        "Run the pipeline once for FILEs (default: every mapped candidate) and exit:\n"
+        "0 all passed, 1 a stage did not pass, 2 usage or config error.",
+        True,
+    ),
+    "list": ("gemswatch list", "Show each candidate, the operators and functions it maps to, and what each stage runs.", False),
+    "history": ("gemswatch history", "Past results per save, and a per-operator leaderboard of passing variants.", False),
+    "new": ("gemswatch new", "Write a new candidate for OP from the current gems kernel and map it in config.yaml.", False),
+}
+
+
 def _parser(cmd: str) -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
+    prog, description, examples = _HELP[cmd]
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=EXAMPLES if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     if cmd == "watch":
-        p = argparse.ArgumentParser(
-            prog="gemswatch",
-            description="Watch candidate kernels and turn every save into a verdict: preflight, correctness, benchmark.\n"
-            "Commands: gemswatch [DIR] | run [FILE...] | list | history [FILE|OP] | new OP [NAME]",
-            epilog=EXAMPLES,
-            formatter_class=fmt,
-        )
         p.add_argument("dir", nargs="?", metavar="DIR", help="folder to watch (default: `watch:` in config.yaml)")
         p.add_argument("--no-initial", action="store_true", help="do not run every candidate at start")
     elif cmd == "run":
-        p = argparse.ArgumentParser(
-            prog="gemswatch run",
-            description="Run the pipeline once for FILEs (default: every mapped candidate) and exit:\n"
-            "0 all passed, 1 a stage did not pass, 2 usage or config error.",
-            epilog=EXAMPLES,
-            formatter_class=fmt,
-        )
         p.add_argument("files", nargs="*", metavar="FILE")
         p.add_argument("--allow-skipped", action="store_true", help="count an all-skipped correctness as passing")
-    elif cmd == "list":
-        p = argparse.ArgumentParser(
-            prog="gemswatch list",
-            description="Show each candidate, the operators and functions it maps to, and what each stage runs.",
-            formatter_class=fmt,
-        )
     elif cmd == "history":
-        p = argparse.ArgumentParser(
-            prog="gemswatch history",
-            description="Past results per save, and a per-operator leaderboard of passing variants.",
-            formatter_class=fmt,
-        )
         p.add_argument("target", nargs="?", metavar="FILE|OP")
         p.add_argument("--limit", type=_positive_int, default=30, help="latest N saves (default 30)")
     elif cmd == "new":
-        p = argparse.ArgumentParser(
-            prog="gemswatch new",
-            description="Write a new candidate for OP from the current gems kernel and map it in config.yaml.",
-            formatter_class=fmt,
-        )
         p.add_argument("op", metavar="OP")
         p.add_argument("name", nargs="?", metavar="NAME", help="file name without .py (default: OP_vN)")
-    else:  # pragma: no cover
-        raise ValueError(cmd)
     _common(p)
     return p
 
@@ -327,7 +321,7 @@ def _session(args: argparse.Namespace, cfg: Config, watch_override: Path | None,
     session.listeners.append(refresh_rows)
     with state.lock:
         state.load_history(
-            session.history.last_by_candidate(),
+            session.last_stage_records(),  # read from the history file when the session started
             {c.rel: _sha(c.path) or "" for c in session.candidates()},
         )
     return session, bus, out, device
@@ -539,14 +533,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     if isinstance(cfg, int):
         return cfg
     from .history import STATE_DIR, History
-    from .report import history_tables
+    from .report import history_tables, matches_target
 
     hist = History(cfg.project / STATE_DIR)
     records = list(hist.records())
     if args.json:
-        target = args.target
         for r in records:
-            if target is None or _matches_target(r, target):
+            if matches_target(r, args.target):
                 JsonSink()(r)
         return 0
     console = _console()
@@ -556,11 +549,6 @@ def cmd_history(args: argparse.Namespace) -> int:
     for t in history_tables(records, args.target, args.limit):
         console.print(t)
     return 0
-
-
-def _matches_target(rec: dict, target: str) -> bool:
-    cand = str(rec.get("candidate", ""))
-    return target in (cand, Path(cand).name, Path(cand).stem) or target in (rec.get("operators") or [])
 
 
 def cmd_new(args: argparse.Namespace) -> int:

@@ -50,7 +50,6 @@ class Run:
     cancel_reason: str = ""
     results: dict[str, "StageResult"] = field(default_factory=dict)
     state: str = "queued"  # queued | running | done
-    next_index: int = 0
     started: float | None = None
     snapshot_bytes: bytes | None = field(default=None, repr=False)  # kept by the first stage
 
@@ -74,7 +73,6 @@ class StageResult:
     first_failure: str | None = None
     command: list[str] = field(default_factory=list)
     device: str | None = None
-    log_tail: str = ""
     warm: bool = False  # forked from the warm pool
     extra: dict[str, Any] = field(default_factory=dict)  # more event fields (speedups, first_failure, ...)
 
@@ -173,10 +171,6 @@ def _unsnapshot(text: str, run: Run) -> str:
     return text.replace(str(run.snapshot), run.candidate.rel).replace(str(run.snapshot.parent) + os.sep, "")
 
 
-def not_run_result(stage: str, message: str) -> StageResult:
-    return StageResult(stage, NOT_RUN, message=message)
-
-
 def _keep_snapshot(run: Run) -> None:
     """Make sure this stage tests the saved bytes: a candidate may delete or
     rewrite its own file (the snapshot) while an earlier stage runs it."""
@@ -203,7 +197,7 @@ def execute_stage(run: Run, stage: str, device: str | None, on_start=None, warm:
     log = run.run_dir / f"{stage}.log"
     cmd = stage_command(config, run.candidate, stage, run.snapshot, report)
     if cmd is None:
-        return not_run_result(stage, f"no {_selection_kind(stage)} selection for {', '.join(run.candidate.ops)} in config.yaml")
+        return StageResult(stage, NOT_RUN, message=f"no {_selection_kind(stage)} selection for {', '.join(run.candidate.ops)} in config.yaml")
     _keep_snapshot(run)
     (run.run_dir / f"{stage}.cmd").write_text(shlex.join(cmd) + "\n", encoding="utf-8")
     try:
@@ -242,6 +236,5 @@ def execute_stage(run: Run, stage: str, device: str | None, on_start=None, warm:
         first_failure=verdict.first_failure,
         command=cmd,
         device=device,
-        log_tail=_unsnapshot(tail[-4000:], run),
         warm=outcome.warm,
     )

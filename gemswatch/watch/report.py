@@ -14,10 +14,12 @@ from .dashboard import STATUS_STYLE
 from .events import format_speedup
 from .status import STAGES
 
-__all__ = ["saves", "leaderboard", "history_tables"]
+__all__ = ["matches_target", "saves", "leaderboard", "history_tables"]
 
 
-def _match(rec: dict[str, Any], target: str | None) -> bool:
+def matches_target(rec: dict[str, Any], target: str | None) -> bool:
+    """True when a history record is about ``target`` (a candidate's path,
+    name or stem, or one of its operators); no target matches every record."""
     if not target:
         return True
     cand = str(rec.get("candidate", ""))
@@ -30,7 +32,7 @@ def saves(records: list[dict[str, Any]], target: str | None = None) -> list[dict
     """One entry per run (a save), oldest first, with its stage records."""
     runs: dict[str, dict[str, Any]] = {}
     for rec in records:
-        if rec.get("event") not in ("stage_finished", "run_finished") or not _match(rec, target):
+        if rec.get("event") not in ("stage_finished", "run_finished") or not matches_target(rec, target):
             continue
         rid = str(rec.get("run_id"))
         run = runs.setdefault(

@@ -30,6 +30,8 @@ from .status import CRASHED, NOT_RUN, SUPERSEDED, gates, overall_status
 
 __all__ = ["Scheduler"]
 
+_IDLE_WAIT = 1.0  # seconds an idle worker sleeps between checks without a notify (a safety net)
+
 Execute = Callable[[Run, str, "str | None"], StageResult]
 Emit = Callable[..., Any]
 
@@ -138,14 +140,6 @@ class Scheduler:
         for r in finished:
             self._finish_run(r)
 
-    def latest(self, candidate_path: str) -> Run | None:
-        with self._cond:
-            return self._runs.get(candidate_path)
-
-    def active(self) -> list[Run]:
-        with self._cond:
-            return [r for r in self._runs.values() if r.state != "done"]
-
     def idle(self) -> bool:
         with self._cond:
             return self._idle_locked()
@@ -246,7 +240,10 @@ class Scheduler:
                     task = self._pick_locked() if self._running < self._want else None
                     if task is not None:
                         break
-                    self._cond.wait(0.5)
+                    # Every change that lets a worker go on notifies; the
+                    # timeout is only a safety net, long because an idle
+                    # watcher keeps one waiting worker per job.
+                    self._cond.wait(_IDLE_WAIT)
             run, stage, device = task
             try:
                 self._run_stage(run, stage, device)
@@ -328,17 +325,14 @@ class Scheduler:
         with self._cond:
             run.state = "done"
             self._cond.notify_all()
-        statuses = [run.results[s].status for s in run.stages if s in run.results]
-        if run.cancel.is_set():
-            status = SUPERSEDED
-        else:
-            status = overall_status(statuses)
+        stages = {s: run.results[s].status for s in run.stages if s in run.results}
+        status = SUPERSEDED if run.cancel.is_set() else overall_status(list(stages.values()))
         duration = 0.0 if run.started is None else time.monotonic() - run.started
         self.emit(
             "run_finished",
             **run_fields(run),
             status=status,
-            stages={s: run.results[s].status for s in run.stages if s in run.results},
+            stages=stages,
             duration_s=round(duration, 3),
             message=run.cancel_reason if run.cancel.is_set() else "",
         )

@@ -93,8 +93,9 @@ class Session:
             self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
             self._configure_warm()
         self._execute_stage = execute or self._execute_default
-        self._fps = {str(c.path): c.fingerprint(config) for c in self.map.candidates()}
-        self.scan_dependencies()
+        cands = self.map.candidates()
+        self._fps = {str(c.path): c.fingerprint(config) for c in cands}
+        self.scan_dependencies(cands)
         for rec in self.history.records():  # `f` and speedup changes survive a restart
             self._track(rec)
         bus.subscribe(self.history.sink)
@@ -147,6 +148,12 @@ class Session:
 
     def candidates(self) -> list[Candidate]:
         return self.map.candidates()
+
+    def last_stage_records(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """candidate -> stage -> its latest stage_finished record (the history
+        file's included): a copy."""
+        with self._lock:
+            return {cand: dict(stages) for cand, stages in self.last_stages.items()}
 
     # -- events ---------------------------------------------------------------
 
@@ -305,9 +312,10 @@ class Session:
         operators' test and benchmark files and the conftests above them."""
         return local_imports(data, cand.path, [self.config.project, self.config.watch]) | self.map.selection_files(cand.ops)
 
-    def scan_dependencies(self) -> None:
-        """Index every mapped file's dependencies (without running anything)."""
-        for c in self.candidates():
+    def scan_dependencies(self, candidates: list[Candidate] | None = None) -> None:
+        """Index every mapped file's dependencies (without running anything);
+        ``candidates``: the mapped files, when the caller has just listed them."""
+        for c in self.candidates() if candidates is None else candidates:
             try:
                 data = c.path.read_bytes()
             except OSError:
@@ -327,7 +335,7 @@ class Session:
         for change, path in batch:
             paths[path] = change  # the last change of a path wins
         if self.warm is not None:
-            self.warm.note_changes(p for p, change in paths.items())
+            self.warm.note_changes(paths)
         if any(Path(p) == self.config.path for p in paths):
             self.reload_config()
         touched: dict[str, str] = {}
@@ -399,14 +407,15 @@ class Session:
             self.scheduler.set_jobs(self.jobs)
         self._configure_warm()
         self.notify(f"{new.path.name} reloaded")
-        for c in self.map.candidates():
+        cands = self.map.candidates()
+        for c in cands:
             key = str(c.path)
             old_cands.pop(key, None)
             fp = c.fingerprint(new)
             if self._fps.get(key) != fp:
                 self._fps[key] = fp
                 self.trigger(c.path, "config changed")
-        self.scan_dependencies()
+        self.scan_dependencies(cands)
         for key, c in old_cands.items():
             self.scheduler.cancel(key, f"{c.rel} is no longer mapped")
             self._fps.pop(key, None)

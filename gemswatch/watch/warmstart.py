@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from .. import warm as _server
 from ._stagecare import signal_group
 
 __all__ = [
@@ -40,18 +41,17 @@ __all__ = [
     "WarmStarter",
 ]
 
-SERVER = Path(__file__).resolve().parent.parent / "warm.py"
+SERVER = Path(_server.__file__).resolve()
 # Runs the server by path: the stages' interpreter need not have gemswatch installed.
 _BOOT = "import runpy, sys; del sys.argv[0]; runpy.run_path(sys.argv[0], run_name='__main__')"
-# Must match gemswatch/warm.py (a unit test checks): variables a stage may set
-# differently from its pool.
-PER_STAGE_KEYS = frozenset({"PYTHONPATH", "GEMSWATCH_RUN_ID", "GEMSWATCH_STAGE", "CUDA_VISIBLE_DEVICES"})
+# Variables a stage may set differently from its pool (the server's own list).
+PER_STAGE_KEYS = _server.PER_STAGE_KEYS
 START_TIMEOUT = 180.0  # seconds a pool may take to import its preload list
 REPLY_TIMEOUT = 30.0  # seconds the pool may take to answer a spawn
 MAX_FAILURES = 3  # pools that died or timed out before warm start is turned off
 MAX_RESTARTS_IN_A_ROW = 5  # restarts for changed sources before one stage goes cold
 _GIVE_UP = ("import", "threads", "cuda", "spawn")  # failures that a restart cannot fix
-_MAX_MESSAGE = 1 << 20
+_MAX_MESSAGE = _server.MAX_MESSAGE
 
 
 def _receive(sock: socket.socket, size: int) -> tuple[bytes, dict]:
@@ -168,12 +168,8 @@ class WarmProcess:
 class _Pool:
     """One pool process and its control socket."""
 
-    def __init__(self, key: str, python: str, cwd: str, env: dict[str, str], preload: tuple[str, ...], log_path: Path | None):
-        self.key = key
-        self.python = python
-        self.cwd = cwd
-        self.env = env
-        self.preload = preload
+    def __init__(self, spec: "_Spec", log_path: Path | None):
+        self.spec = spec
         self.log_path = log_path
         self.ready = threading.Event()
         self.info: dict = {}
@@ -193,9 +189,9 @@ class _Pool:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
                 log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
-                [self.python, "-c", _BOOT, str(SERVER), str(child.fileno()), json.dumps(list(self.preload))],
-                cwd=self.cwd,
-                env=self.env,
+                [self.spec.python, "-c", _BOOT, str(SERVER), str(child.fileno()), json.dumps(list(self.spec.preload))],
+                cwd=self.spec.cwd,
+                env=self.spec.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log if log is not None else subprocess.DEVNULL,
@@ -204,7 +200,7 @@ class _Pool:
             )
         except OSError as e:
             parent.close()
-            self._fail("spawn", f"cannot start {self.python}: {e.strerror or e}")
+            self._fail("spawn", f"cannot start {self.spec.python}: {e.strerror or e}")
             return
         finally:
             child.close()
@@ -408,7 +404,7 @@ class WarmStarter:
     def _start_locked(self) -> _Pool:
         spec = self._spec
         assert spec is not None
-        pool = _Pool(spec.key, spec.python, spec.cwd, spec.env, spec.preload, self.log_path)
+        pool = _Pool(spec, self.log_path)
         self._pool = pool
         self._set_state("warm: starting the pool (preload " + ", ".join(spec.preload) + ")")
         pool.start()
@@ -425,7 +421,7 @@ class WarmStarter:
                 return
             self._restarts_in_a_row = 0
             info = pool.info
-            ready = f"pool {info.get('pid')} ready ({info.get('seconds', 0):.1f} s to preload {', '.join(pool.preload)})"
+            ready = f"pool {info.get('pid')} ready ({info.get('seconds', 0):.1f} s to preload {', '.join(pool.spec.preload)})"
             self._set_state(f"warm: {ready}")
             self.notify(f"warm start: {ready}")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,7 +72,6 @@ class FileWatcher:
     def __init__(self, out: "queue.Queue[Any]", keep: Filter | None = None, poll: bool = False, poll_interval: float = 0.5):
         self.out = out
         self.keep = keep or DefaultFilter()
-        self.poll = poll
         self.observer = PollingObserver(timeout=poll_interval) if poll else Observer()
         self._watches: dict[tuple[Path, bool], Any] = {}
         self._started = False
@@ -161,13 +159,3 @@ def watch_loop(
                         on_error(f"while handling changes: {type(e).__name__}: {e}")
     finally:
         watcher.stop()
-
-
-def wait_until(pred: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``pred`` until true or ``timeout`` seconds pass."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
