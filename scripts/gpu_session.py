@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loop_benchmark import ROOT, Watcher, scratch_copy, sha, steady_env  # noqa: E402
+from loop_benchmark import Watcher, scratch_copy, sha, steady_env  # noqa: E402
 
 PY = sys.executable
 FAST = "candidates/softmax_v2.py"

@@ -37,7 +37,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
+from _unit_helpers import write_files  # noqa: E402
 from test_watch_e2e import FILES  # noqa: E402  (the torch-free project)
 
 PY = sys.executable
@@ -105,12 +105,7 @@ def candidate(name: str, variant: int, delay: float, spawn: bool = False) -> str
 
 def build_project(root: Path, n_files: int, jobs: int) -> Path:
     """The e2e project's library, tests and benchmark, with ``n_files`` candidates."""
-    for rel, text in FILES.items():
-        if rel.startswith("cands/"):
-            continue
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    write_files(root, {rel: text for rel, text in FILES.items() if not rel.startswith("cands/")})
     (root / "cands").mkdir()
     (root / "pids").mkdir()
     for i in range(n_files):

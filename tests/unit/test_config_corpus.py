@@ -8,12 +8,11 @@ about one interpreter start. Every wait has an explicit bound.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
 import yaml
-from test_watch_e2e import Watcher, events, gemswatch, proj, stray_processes  # noqa: F401  (proj: fixture)
+from test_watch_e2e import Watcher, events, gemswatch, proj, sha, stray_processes  # noqa: F401  (proj: fixture)
 
 from gemswatch.watch.config import ConfigError, load_config
 
@@ -46,10 +45,6 @@ def project(proj: Path) -> Path:
     """The e2e project with the corpus's good config."""
     (proj / "config.yaml").write_text(GOOD)
     return proj
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_corpus_covers_the_required_cases():

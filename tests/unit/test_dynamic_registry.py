@@ -885,17 +885,13 @@ def test_same_file_for_two_operators(target, cand):
 # ---------------------------------------------------------------------------
 
 
-def _import_gems():
+@pytest.fixture
+def gems():
     try:
         from gemswatch import gems
     except Exception as e:  # the operator library is built in parallel
         pytest.skip(f"gemswatch.gems cannot be imported: {type(e).__name__}: {e}")
     return gems
-
-
-@pytest.fixture
-def gems():
-    return _import_gems()
 
 
 def test_seed_section_1_example(gems):
@@ -928,9 +924,7 @@ def test_seed_section_1_explicit_restore_and_injection(gems):
     assert not hasattr(gems, "sparse_csr_tensor")
 
 
-def _counting_softmax(gems, calls):
-    import torch
-
+def _counting_softmax(calls):
     def my_softmax(input, dim=-1, dtype=None, *rest):
         # Registered for aten::_softmax(self, dim, half_to_float) as well:
         # compute without dispatching back into softmax.
@@ -948,7 +942,7 @@ def test_seed_section_5_override_before_use_gems_reaches_the_dispatcher(gems):
     calls = []
     x = torch.randn(4, 8, device=gems.device)
     with DynamicOpOverride() as registry:
-        registry.override("softmax", _counting_softmax(gems, calls))
+        registry.override("softmax", _counting_softmax(calls))
         with gems.use_gems():
             y = torch.softmax(x, dim=-1)
     assert calls, "torch.softmax did not reach the overriding candidate"

@@ -13,21 +13,16 @@ a bound.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from _unit_helpers import alive
+from test_watch_e2e import Watcher, events, gemswatch, sha
 
-PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus"
 MANIFEST = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
@@ -76,21 +71,6 @@ def build_project(root: Path, names: list[str]) -> Path:
     }
     (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return root
-
-
-def events_of(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    return _proc_state(pid) not in (None, "Z", "X")
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -176,23 +156,8 @@ def history_covers(project: Path, events: list[dict]) -> list[str]:
 @pytest.fixture(scope="module")
 def corpus_run(tmp_path_factory):
     project = build_project(tmp_path_factory.mktemp("corpus_run"), list(ENTRIES))
-    start = time.monotonic()
-    r = subprocess.run(
-        [PY, "-m", "gemswatch.watch", "run", "--json"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=420,
-        env={**os.environ, "GEMSWATCH_DEVICE": "cpu"},
-    )
-    return {
-        "project": project,
-        "rc": r.returncode,
-        "stdout": r.stdout,
-        "stderr": r.stderr,
-        "events": events_of(r.stdout),
-        "wall_s": time.monotonic() - start,
-    }
+    r = gemswatch(project, "run", "--json", timeout=420)
+    return {"project": project, "rc": r.returncode, "stderr": r.stderr, "events": events(r.stdout)}
 
 
 def test_corpus_has_the_required_kinds():
@@ -235,55 +200,11 @@ def test_self_deleting_candidate_keeps_the_users_file(corpus_run):
 # a live watcher over the process-hostile files
 
 
-class Watcher:
-    """`gemswatch --json` as a child process, its events read by a thread."""
-
-    def __init__(self, project: Path):
-        self.proc = subprocess.Popen(
-            [PY, "-m", "gemswatch.watch", "--json", "--cold"],
-            cwd=project,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "GEMSWATCH_DEVICE": "cpu"},
-        )
-        self.events: list[dict] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            if line.strip():
-                self.events.append(json.loads(line))
-
-    def wait(self, pred, timeout: float, what: str) -> list[dict]:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            hits = [e for e in list(self.events) if pred(e)]
-            if hits:
-                return hits
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}: {[(e['event'], e.get('candidate')) for e in self.events]}")
-
-    def stop(self, timeout: float = 30) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            rc = self.proc.wait(timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._thread.join(5)
-        return rc, self.proc.stderr.read()
-
-
 @pytest.fixture(scope="module")
 def corpus_watch(tmp_path_factory):
     project = build_project(tmp_path_factory.mktemp("corpus_watch"), WATCHED)
-    w = Watcher(project)
-    result = {"project": project, "watcher": w}
+    w = Watcher(project, "--cold")
+    result = {"project": project}
     try:
         w.wait(lambda e: e["event"] == "watch_started", 30, "watch_started")
         everyone = {f"corpus/{n}" for n in WATCHED}
@@ -300,15 +221,11 @@ def corpus_watch(tmp_path_factory):
         # Still responsive: a save after all that gets its verdict.
         good = project / "corpus" / "good.py"
         good.write_text(good.read_text() + "\n# saved again after the hostile files\n")
-        sha = hashlib.sha256(good.read_bytes()).hexdigest()
-        result["resave"] = w.wait(
-            lambda e: e["event"] == "run_finished" and e["candidate"] == "corpus/good.py" and e["content_sha256"] == sha,
-            90,
-            "the re-saved good.py",
-        )[-1]
+        result["resave"] = w.run_finished("corpus/good.py", sha(good), timeout=90)
         result["alive_before_stop"] = w.proc.poll() is None
     finally:
-        result["rc"], result["stderr"] = w.stop()
+        result["rc"] = w.stop(30)
+        result["stderr"] = w.stderr
     result["events"] = list(w.events)
     return result
 

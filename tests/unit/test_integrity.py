@@ -1,18 +1,16 @@
 """The integrity checks of gemswatch.testing.integrity as plain functions:
-the watchlist, the per-call guard, the replay check, and the CUDA timer's
-device-wide synchronize (with fakes; no GPU here)."""
+the watchlist, the per-call guard and the replay check (no GPU here; the
+CUDA timer's fakes are in test_cuda_timer.py)."""
 
 from __future__ import annotations
 
 import math
-import sys
 import types
 
 import pytest
 import torch
 
 from gemswatch.testing import integrity
-from gemswatch.testing.benchmark import timing
 from gemswatch.testing.benchmark.timing import clone_inputs
 from gemswatch.testing.integrity import IntegrityError, Watchlist, check_replay, guard, is_inplace, refill_
 

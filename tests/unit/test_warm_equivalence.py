@@ -15,11 +15,11 @@ import json
 import os
 import re
 import shutil
-import textwrap
 import threading
 from pathlib import Path
 
 import pytest
+from _unit_helpers import write_files
 from test_watch_e2e import CONFIG, FILES
 
 from gemswatch.watch.config import load_config
@@ -62,11 +62,7 @@ def test_process_state():
 
 @pytest.fixture(scope="module")
 def proj(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("warmproj")
-    for rel, text in FILES.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    root = write_files(tmp_path_factory.mktemp("warmproj"), FILES)
     (root / "config.yaml").write_text(WARM_CONFIG)
     (root / "tests" / "test_probe.py").write_text(PROBE_TEST)
     return root

@@ -4,20 +4,16 @@ stage events, the dashboard's line, and the scheduler's throughput rules
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from _unit_helpers import write_files
 from test_watch_config import GOOD, errors, project
-from test_watch_e2e import CONFIG, FILES, events, finished
+from test_watch_dashboard import screen
+from test_watch_e2e import CONFIG, FILES, events, finished, gemswatch
 from test_watch_scheduler import Recorder, make_run
 
 from gemswatch.watch.config import load_config
@@ -26,7 +22,6 @@ from gemswatch.watch.pipeline import StageResult
 from gemswatch.watch.scheduler import Scheduler
 from gemswatch.watch.status import PASSED, SUPERSEDED
 
-PY = sys.executable
 TIMEOUT = 10.0
 
 # -- config.yaml ---------------------------------------------------------------
@@ -67,19 +62,13 @@ def test_triton_before_the_library_is_a_warning(tmp_path):
 # -- the dashboard --------------------------------------------------------------
 
 
-def screen(state: DashboardState) -> str:
-    console = Console(file=io.StringIO(), width=140, color_system=None, force_terminal=False, legacy_windows=False)
-    console.print(render(state))
-    return console.file.getvalue()
-
-
 def test_dashboard_says_whether_stages_start_warm_or_cold():
     st = DashboardState(watch="candidates/", project="/p", device="cpu", jobs=2)
-    assert "warm" not in screen(st) and "cold" not in screen(st)
+    assert "warm" not in screen(render(st)) and "cold" not in screen(render(st))
     st.warm = "warm: pool 123 ready (1.4 s to preload gemswatch.gems, torch, triton, pytest)"
-    assert "warm: pool 123 ready" in screen(st)
+    assert "warm: pool 123 ready" in screen(render(st))
     st.warm = "cold: preload torch: ModuleNotFoundError: No module named 'torch'"
-    assert "cold: preload torch" in screen(st)
+    assert "cold: preload torch" in screen(render(st))
 
 
 # -- the CLI ------------------------------------------------------------------------
@@ -87,23 +76,9 @@ def test_dashboard_says_whether_stages_start_warm_or_cold():
 
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
-    for rel, text in FILES.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    write_files(tmp_path, FILES)
     (tmp_path / "config.yaml").write_text(CONFIG + "preload: [fakeops, torch, pytest]\n")
     return tmp_path
-
-
-def gemswatch(proj: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PY, "-m", "gemswatch.watch", *args],
-        cwd=proj,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "GEMSWATCH_DEVICE": "cpu"},
-    )
 
 
 def test_stage_events_say_warm_and_cold_is_one_flag_away(proj):

@@ -11,12 +11,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from _unit_helpers import alive, wait_for, write_files
 
 from gemswatch.watch.runner import live_groups, run_process
 from gemswatch.watch.warmstart import WarmStarter
@@ -69,24 +68,6 @@ FILES = {
 }
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def wait_for(pred, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def steady_env() -> dict[str, str]:
     """The watcher's environment (pytest's per-phase variable left out: a
     watcher's environment does not change under it)."""
@@ -96,11 +77,7 @@ def steady_env() -> dict[str, str]:
 
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
-    for rel, text in FILES.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
-    return tmp_path
+    return write_files(tmp_path, FILES)
 
 
 class Starter(WarmStarter):

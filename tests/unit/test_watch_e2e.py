@@ -8,17 +8,18 @@ that honours the protocol options. Every wait has an explicit bound.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from _unit_helpers import write_files
 
 PY = sys.executable
 
@@ -255,10 +256,7 @@ operators:
 
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
-    for rel, text in FILES.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    write_files(tmp_path, FILES)
     (tmp_path / "config.yaml").write_text(CONFIG)
     return tmp_path
 
@@ -450,14 +448,13 @@ class Watcher:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
+                self.proc.wait(10)
         self._t.join(5)
         self.stderr = self.proc.stderr.read()
         return rc
 
 
 def sha(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

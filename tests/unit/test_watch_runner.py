@@ -8,31 +8,11 @@ import sys
 import threading
 import time
 
+from _unit_helpers import alive, wait_for
+
 from gemswatch.watch.runner import live_groups, run_process
 
 PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purpose
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_dead(pid: int, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if not alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 # A stage that starts a grandchild, reports its pid, then sleeps.
@@ -45,14 +25,11 @@ print("grandchild", child.pid, flush=True)
 
 
 def grandchild_pid(log) -> int:
-    end = time.monotonic() + 5
-    while time.monotonic() < end:
+    def pid() -> int | None:
         text = log.read_text() if log.exists() else ""
-        for line in text.splitlines():
-            if line.startswith("grandchild "):
-                return int(line.split()[1])
-        time.sleep(0.02)
-    raise AssertionError(f"no grandchild line in {log}")
+        return next((int(line.split()[1]) for line in text.splitlines() if line.startswith("grandchild ")), None)
+
+    return wait_for(pid, 5, f"a grandchild line in {log}")
 
 
 def test_exit_code_and_log(tmp_path):
@@ -82,7 +59,7 @@ def test_timeout_kills_the_whole_group(tmp_path):
     gc = grandchild_pid(log)
     t.join(15)
     assert result["out"].timed_out and time.monotonic() - start < 10
-    assert wait_dead(gc)
+    wait_for(lambda: not alive(gc), 5, f"grandchild {gc} to die")
 
 
 def test_sigint_ignored_then_sigkill_after_grace(tmp_path):
@@ -112,7 +89,8 @@ def test_no_straggler_survives_a_normal_exit(tmp_path):
     log = tmp_path / "s.log"
     out = run_process([PY, "-c", SPAWNER.format(tail="")], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=10, cancel=threading.Event())
     assert out.returncode == 0
-    assert wait_dead(grandchild_pid(log))
+    gc = grandchild_pid(log)
+    wait_for(lambda: not alive(gc), 5, f"grandchild {gc} to die")
 
 
 def test_spawn_error(tmp_path):

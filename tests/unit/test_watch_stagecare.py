@@ -9,7 +9,8 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
+
+from _unit_helpers import alive, wait_for
 
 from gemswatch.watch import _stagecare as care
 from gemswatch.watch.pipeline import Run, _keep_snapshot
@@ -17,14 +18,6 @@ from gemswatch.watch.runner import run_process
 from gemswatch.watch.status import CRASHED, Outcome, decide
 
 PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def stage_env(run_id: str) -> dict[str, str]:
@@ -59,10 +52,7 @@ def test_a_descendant_in_another_session_dies_with_its_stage(tmp_path):
                       cancel=threading.Event())
     assert out.returncode == 0
     pid = int(log.read_text().split()[1])
-    end = time.monotonic() + 5
-    while alive(pid) and time.monotonic() < end:
-        time.sleep(0.02)
-    assert not alive(pid)
+    wait_for(lambda: not alive(pid), 5, f"the escaped child {pid} to die")
     assert care.find_marked(care.stage_marker(stage_env(run_id))) == []
 
 
@@ -165,10 +155,7 @@ def test_a_sigkilled_watcher_takes_its_stages_along(tmp_path):
         assert len(pids) == 3, "the stage did not start"
         watcher.send_signal(signal.SIGKILL)
         watcher.wait(10)
-        end = time.monotonic() + 5
-        while any(alive(p) for p in pids) and time.monotonic() < end:
-            time.sleep(0.02)
-        assert [p for p in pids if alive(p)] == []
+        wait_for(lambda: not any(alive(p) for p in pids), 5, f"the stage's processes {pids} to die")
     finally:
         if watcher.poll() is None:
             watcher.kill()
