@@ -121,6 +121,10 @@ def base_env(config: Config) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     # No colour codes in the log files.
     env["PY_COLORS"] = "0"
+    # Stages run side by side, about one per core. Each stage's torch would
+    # otherwise start a thread per core for any op over 32768 elements, and
+    # parallel stages would fight for the cores. A user's setting wins.
+    env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
