@@ -15,7 +15,9 @@ and each candidate records, when a stage loads it, the CUDA_VISIBLE_DEVICES
 and the GPU count it sees. It prints whether any stage shared a GPU with a
 timing benchmark and how many stages ran at once per GPU; given several
 ``--jobs`` values it repeats the run for each, in a fresh scratch copy, and
-prints the wall-time ratios against the first.
+prints the wall-time ratios against the last. A one-file pass at the
+first ``--jobs`` value runs before them, unrecorded, so Triton's compile
+cache is warm for every measured run alike.
 
 Events go to OUTDIR/*.jsonl (each line stamped with the arrival time "t");
 it is a measurement that prints what it saw, not a test.
@@ -133,6 +135,9 @@ def smi_sampler(path: Path, stop: threading.Event, t0: float) -> None:
     if shutil.which("nvidia-smi") is None:
         return
     with path.open("w") as f:
+        gpus = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+                              capture_output=True, text=True)
+        f.writelines(f"# gpu {line}\n" for line in gpus.stdout.splitlines())
         while not stop.is_set():
             q = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader"],
                                capture_output=True, text=True)
@@ -166,6 +171,7 @@ def overlaps(events: list[tuple[float, dict]]) -> tuple[int, int, dict[str, int]
 
 
 def many(out: Path, proj: Path, n_files: int, jobs: int) -> float:
+    out.mkdir(parents=True, exist_ok=True)
     base = (proj / FAST).read_text()
     names = [f"softmax_many_{i}.py" for i in range(n_files)]
     # The files must exist before the watcher starts (the config names them);
@@ -216,12 +222,16 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="gemswatch-gpu-") as tmp:
             loop(args.out, scratch_copy(Path(tmp) / "project"))
         return 0
+    with tempfile.TemporaryDirectory(prefix="gemswatch-gpu-") as tmp:
+        print("warm-up pass (fills the compile cache; not compared):")
+        many(args.out / "warmup", scratch_copy(Path(tmp) / "project"), 1, args.jobs[0])
     walls = []
     for jobs in args.jobs:
         with tempfile.TemporaryDirectory(prefix="gemswatch-gpu-") as tmp:
             walls.append(many(args.out, scratch_copy(Path(tmp) / "project"), args.files, jobs))
-    for jobs, wall in zip(args.jobs[1:], walls[1:]):
-        print(f"--jobs {args.jobs[0]} / --jobs {jobs}: {walls[0]:.1f} s / {wall:.1f} s = {walls[0] / wall:.2f}")
+    last = args.jobs[-1]
+    for jobs, wall in zip(args.jobs[:-1], walls[:-1]):
+        print(f"--jobs {jobs} / --jobs {last}: {wall:.1f} s / {walls[-1]:.1f} s = {wall / walls[-1]:.2f}")
     return 0
 
 
