@@ -201,3 +201,47 @@ def test_addmm_inplace_wrong_shape_names_shapes():
     a, b = _operands(4, 5, 3, torch.float32)
     with pytest.raises(RuntimeError, match=r"\(5,\).*\(4, 5\)"):
         gems.addmm_(torch.zeros(5, device=gems.device), a, b)
+
+
+@pytest.mark.mm
+@pytest.mark.gems_impl
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn"])
+@pytest.mark.parametrize("splits", [2, 3, 5])
+def test_split_k_matches_reference(splits, layout, dtype):
+    # K = 100 in tiles of 16 is 7 K tiles: the splits get 4+3, 3+3+1 and
+    # 2+2+2+1+0 of them (an empty split must contribute zeros).
+    M, N, K = 20, 33, 100
+    a, b = _operands(M, N, K, dtype, layout)
+    bias = _randn(N, dtype=dtype, seed=3).expand(M, N)
+    out = torch.empty(M, N, dtype=dtype, device=gems.device)
+    upcast = gems.device == "cpu" and dtype == torch.bfloat16
+    common = dict(HAS_BIAS=True, DOT_PRECISION=mm_module._dot_precision(dtype, upcast), UPCAST=upcast)
+    mm_module._split(a, b, out, bias, 2.0, 0.5, common, (16, 16, 16, 2, 4), splits)
+    assert_close(out, 0.5 * to_reference(bias) + 2.0 * _ref_mm(a, b), dtype, reduce_len=K)
+
+
+# On a GPU, products this large are tuned on first use: the tuner's trial runs
+# must leave addmm_'s input (also its output) as it was, and few output tiles
+# send them through the split-K choice too.
+@pytest.mark.addmm_
+@pytest.mark.skipif(gems.device != "cuda", reason="tuning happens on a GPU only")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(256, 256, 512), (16, 512, 4096), (2048, 2048, 64)], ids=lambda s: "x".join(map(str, s)))
+def test_addmm_inplace_first_tuned_call(shape, dtype):
+    M, N, K = shape
+    a, b = _operands(M, N, K, dtype)
+    inp = _randn(M, N, dtype=dtype, seed=10)
+    expected = 0.5 * to_reference(inp) + _ref_mm(a, b)
+    gems.addmm_(inp, a, b, beta=0.5)
+    assert_close(inp, expected, dtype, reduce_len=K)
+
+
+@pytest.mark.mm
+@pytest.mark.skipif(gems.device != "cuda", reason="tuning happens on a GPU only")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(16, 1024, 4096), (1024, 16, 4096), (512, 512, 2048)], ids=lambda s: "x".join(map(str, s)))
+def test_mm_few_output_tiles(shape, dtype):
+    M, N, K = shape
+    a, b = _operands(M, N, K, dtype, "nt")
+    assert_close(gems.mm(a, b), _ref_mm(a, b), dtype, reduce_len=K)

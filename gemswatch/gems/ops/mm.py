@@ -24,6 +24,7 @@ import torch
 
 from .._device import interpreted  # noqa: I001  (must precede triton)
 from ._launch import cdiv, next_pow2
+from ._tune import fastest
 import triton
 import triton.language as tl
 
@@ -33,6 +34,13 @@ _SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
 # Below this many multiply-adds (M * N * K) a product is launched with one
 # heuristic tile rather than autotuned.
 AUTOTUNE_MIN_FLOPS = 1 << 24
+# fp32 products on tensor-core GPUs: three TF32 products per tile (the big
+# and small halves of each operand, the small x small term dropped), about
+# 2^-21 relative error per product, where torch's fp32 GEMM (no TF32) runs on
+# the far slower CUDA cores. "ieee" would match torch's arithmetic exactly.
+FP32_PRECISION = "tf32x3"
+# Dtypes that go through the TMA kernel (see ``_use_tma``).
+TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
 # Tuning list for Hopper-class GPUs (keyed on the problem size, dtype and
@@ -99,6 +107,7 @@ def _addmm_kernel(
     b_ptr,
     c_ptr,
     bias_ptr,
+    partials_ptr,
     M,
     N,
     K,
@@ -112,7 +121,9 @@ def _addmm_kernel(
     bias_col_stride,
     alpha,
     beta,
+    K_TILES_PER_SPLIT,
     HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
@@ -122,8 +133,15 @@ def _addmm_kernel(
     GROUP_M: tl.constexpr,
 ):
     """c[m, n] = alpha * sum_k a[m, k] * b[k, n] + beta * bias[m, n]
-    (bias term only when HAS_BIAS), accumulated in fp32; any strides."""
+    (bias term only when HAS_BIAS), accumulated in fp32; any strides.
+
+    With SPLIT_K, program (tile, s) sums only the K tiles
+    [s * K_TILES_PER_SPLIT, (s + 1) * K_TILES_PER_SPLIT) and stores that fp32
+    partial sum, unscaled, at partials[s] (contiguous (splits, M, N));
+    ``_sum_splits_kernel`` finishes the product."""
     pid_m, pid_n = _tile_coords(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    k_first = tl.program_id(1) * K_TILES_PER_SPLIT
+    k_last = tl.minimum(k_first + K_TILES_PER_SPLIT, tl.cdiv(K, BLOCK_K))
     # Row/column indices wrap around (% M, % N): loads stay in bounds without
     # a mask, and the ragged edge is cut off by the masked store instead.
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -131,11 +149,12 @@ def _addmm_kernel(
     a_rows = rows % M
     b_cols = cols % N
     ks = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + a_rows[:, None].to(tl.int64) * a_row_stride + ks[None, :] * a_col_stride
-    b_ptrs = b_ptr + ks[:, None] * b_row_stride + b_cols[None, :].to(tl.int64) * b_col_stride
+    first_ks = (k_first * BLOCK_K + ks).to(tl.int64)
+    a_ptrs = a_ptr + a_rows[:, None].to(tl.int64) * a_row_stride + first_ks[None, :] * a_col_stride
+    b_ptrs = b_ptr + first_ks[:, None] * b_row_stride + b_cols[None, :].to(tl.int64) * b_col_stride
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(k_first, k_last):
         if EVEN_K:
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs)
@@ -152,8 +171,44 @@ def _addmm_kernel(
         a_ptrs += BLOCK_K * a_col_stride
         b_ptrs += BLOCK_K * b_row_stride
 
-    acc = _epilogue(acc, rows, cols, M, N, bias_ptr, bias_row_stride, bias_col_stride, alpha, beta, HAS_BIAS)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
+    if SPLIT_K:
+        offs = (tl.program_id(1) * M + rows[:, None]).to(tl.int64) * N + cols[None, :]
+        tl.store(partials_ptr + offs, acc, mask=mask)
+    else:
+        acc = _epilogue(acc, rows, cols, M, N, bias_ptr, bias_row_stride, bias_col_stride, alpha, beta, HAS_BIAS)
+        offs = rows[:, None].to(tl.int64) * c_row_stride + cols[None, :].to(tl.int64) * c_col_stride
+        tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _sum_splits_kernel(
+    partials_ptr,
+    c_ptr,
+    bias_ptr,
+    M,
+    N,
+    SPLITS,
+    c_row_stride,
+    c_col_stride,
+    bias_row_stride,
+    bias_col_stride,
+    alpha,
+    beta,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """c = alpha * (sum of the SPLITS partial products) + beta * bias, the
+    partials added in split order, so the result does not vary run to run."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    offs = rows[:, None].to(tl.int64) * N + cols[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(SPLITS):
+        acc += tl.load(partials_ptr + s * M * N + offs, mask=mask, other=0.0)
+    acc = _epilogue(acc, rows, cols, M, N, bias_ptr, bias_row_stride, bias_col_stride, alpha, beta, HAS_BIAS)
     offs = rows[:, None].to(tl.int64) * c_row_stride + cols[None, :].to(tl.int64) * c_col_stride
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
@@ -225,14 +280,41 @@ def _even_k(args: dict) -> bool:
 
 
 _kernel = triton.heuristics({"EVEN_K": _even_k})(_addmm_kernel)
-# The autotuners key on the layout flags and DOT_PRECISION too, so fp32
-# ("ieee") and 16-bit inputs, row- and column-major operands tune apart.
-# (The tuned pointer kernel sits outside the heuristic so EVEN_K sees the
-# tuned BLOCK_K.)
-_kernel_tuned = triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "DOT_PRECISION"])(_kernel)
-_tma_kernel_tuned = triton.autotune(
-    configs=TMA_CONFIGS, key=["M", "N", "K", "DOT_PRECISION", "A_COL_MAJOR", "B_COL_MAJOR"]
-)(_addmm_tma_kernel)
+
+
+def _autotuned(kernel, configs: list, key: list[str]) -> dict[bool, triton.runtime.Autotuner]:
+    """Autotuned variants of ``kernel``: [False] plain, [True] for addmm_,
+    where the output is the input and so also the bias: its trial runs
+    would compound into it, so that variant restores it after each."""
+    return {
+        restore: triton.autotune(configs=configs, key=key, restore_value=["bias_ptr"] if restore else None)(kernel)
+        for restore in (False, True)
+    }
+
+
+# The autotuners key on the layout flags and DOT_PRECISION too, so fp32 and
+# 16-bit inputs, row- and column-major operands tune apart. (The tuned pointer
+# kernel sits outside the heuristic so EVEN_K sees the tuned BLOCK_K.)
+_kernel_tuned = _autotuned(_kernel, MM_CONFIGS, ["M", "N", "K", "DOT_PRECISION"])
+_tma_kernel_tuned = _autotuned(
+    _addmm_tma_kernel, TMA_CONFIGS, ["M", "N", "K", "DOT_PRECISION", "A_COL_MAJOR", "B_COL_MAJOR"]
+)
+
+# Split-K: a product with fewer output tiles than the GPU has multiprocessors
+# (skinny, or short like 1024^3) leaves most of it idle at one program per
+# tile. Splitting K over several programs per tile fills it; each stores an
+# fp32 partial sum and ``_sum_splits_kernel`` adds them. Whether to split, how
+# far and with which tile is timed per problem (``_split_plan``) against the
+# unsplit kernel: the tiles below, by element size (an fp32 tile holds half
+# the K per byte), and these split counts.
+_SPLIT_TILES = {
+    2: [(64, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 128, 64, 4, 8), (16, 128, 128, 4, 4), (128, 16, 128, 4, 4)],
+    4: [(64, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 128, 32, 3, 8), (16, 128, 64, 4, 4), (128, 16, 64, 4, 4)],
+}
+_SPLITS = (2, 4, 8, 16)
+_SUM_BLOCK_M, _SUM_BLOCK_N = 32, 64
+# Problem key -> (tile, splits), or None for the unsplit kernel.
+_split_plans: dict[tuple, tuple[tuple, int] | None] = {}
 
 
 def _heuristic_meta(M: int, N: int, K: int) -> dict:
@@ -303,12 +385,116 @@ def _use_tma(mat1: torch.Tensor, mat2: torch.Tensor, out: torch.Tensor, tuned: b
     column-major operand is several times slower through TMA. So fp32 and a
     column-major A stay on the pointer kernel.
     """
-    if not tuned or mat1.dtype == torch.float32 or not mat1.is_cuda or mat1.shape[1] == 0:
+    if not tuned or mat1.dtype not in TMA_DTYPES or not mat1.is_cuda or mat1.shape[1] == 0:
         return False
     if not _has_tma(mat1.device.index or 0):
         return False
     views = [_tma_view(t) for t in (mat1, mat2, out)]
     return all(v is not None for v in views) and not views[0][1] and not views[2][1]
+
+
+def _dot_precision(dtype: torch.dtype, upcast: bool) -> str:
+    """How tl.dot multiplies fp32 tiles (16-bit ones ignore it)."""
+    if upcast:  # bf16 widened to fp32 under the interpreter: exact products
+        return "ieee"
+    if dtype != torch.float32:
+        return "tf32"
+    return "ieee" if interpreted else FP32_PRECISION
+
+
+def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, restore: bool) -> None:
+    """One program per output tile: the TMA kernel where it pays, else the
+    pointer kernel; autotuned when ``tuned``."""
+    M, K = mat1.shape
+    N = mat2.shape[1]
+
+    def grid(meta: dict) -> tuple[int]:
+        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
+
+    if _use_tma(mat1, mat2, out, tuned):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        (a, a_t), (b, b_t), (c, _) = _tma_view(mat1), _tma_view(mat2), _tma_view(out)
+        descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+        flags = dict(A_COL_MAJOR=a_t, B_COL_MAJOR=b_t, **common)
+        kernel, meta = (_tma_kernel_tuned[restore], {}) if tuned else (_addmm_tma_kernel, _heuristic_meta(M, N, K))
+        if not tuned:  # the tuned configs' pre-hook sets the block shapes
+            _set_tma_blocks({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], **flags, **meta})
+        kernel[grid](
+            *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
+            **flags, **meta,
+        )  # fmt: skip
+        return
+    kernel, meta = (_kernel_tuned[restore], {}) if tuned else (_kernel, _heuristic_meta(M, N, K))
+    kernel[grid](
+        mat1, mat2, out, bias_arg, out, M, N, K,
+        mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
+        out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
+        float(alpha), float(beta), K, SPLIT_K=False, **common, **meta,
+    )  # fmt: skip
+
+
+def _split(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tile: tuple, splits: int) -> None:
+    """The product as ``splits`` partial products over slices of K, then
+    their sum (see ``_SPLIT_TILES``)."""
+    M, K = mat1.shape
+    N = mat2.shape[1]
+    bm, bn, bk, stages, warps = tile
+    per_split = cdiv(cdiv(K, bk), splits)
+    partials = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
+    _kernel[(cdiv(M, bm) * cdiv(N, bn), splits)](
+        mat1, mat2, out, bias_arg, partials, M, N, K,
+        mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
+        out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
+        float(alpha), float(beta), per_split, SPLIT_K=True, **common,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_stages=stages, num_warps=warps,
+    )  # fmt: skip
+    _sum_splits_kernel[(cdiv(M, _SUM_BLOCK_M), cdiv(N, _SUM_BLOCK_N))](
+        partials, out, bias_arg, M, N, splits, out.stride(0), out.stride(1),
+        bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
+        HAS_BIAS=common["HAS_BIAS"], BLOCK_M=_SUM_BLOCK_M, BLOCK_N=_SUM_BLOCK_N,
+    )  # fmt: skip
+
+
+@functools.cache
+def _multiprocessors(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _split_candidates(mat1: torch.Tensor, M: int, N: int, K: int) -> list[tuple[tuple, int]]:
+    """(tile, splits) pairs worth timing: tiles no larger than the problem,
+    at least two K tiles per split, at most 8 programs per multiprocessor."""
+    sms = _multiprocessors(mat1.device.index or 0)
+    plans = []
+    for tile in _SPLIT_TILES[mat1.element_size()]:
+        bm, bn, bk = tile[:3]
+        if bm > max(16, next_pow2(M)) or bn > max(16, next_pow2(N)):
+            continue
+        tiles = cdiv(M, bm) * cdiv(N, bn)
+        for splits in _SPLITS:
+            if cdiv(K, bk) >= 2 * splits and tiles * splits <= 8 * sms and splits * M * N < 2**31:
+                plans.append((tile, splits))
+    return plans
+
+
+def _split_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, restore: bool) -> tuple[tuple, int] | None:
+    """The fastest way to run a product with few output tiles: (tile, splits)
+    or None for the unsplit kernel; timed once per problem and remembered."""
+    M, K = mat1.shape
+    N = mat2.shape[1]
+    key = (M, N, K, mat1.dtype, mat1.stride(1) == 1, mat2.stride(1) == 1, common["HAS_BIAS"], mat1.device)
+    if key not in _split_plans:
+        plans = _split_candidates(mat1, M, N, K)
+        calls = {None: lambda: _direct(mat1, mat2, out, bias_arg, alpha, beta, common, True, restore)}
+        for plan in plans:
+            calls[plan] = functools.partial(_split, mat1, mat2, out, bias_arg, alpha, beta, common, *plan)
+        _split_plans[key] = fastest(calls, restore=out if restore else None) if plans else None
+    return _split_plans[key]
+
+
+def _few_tiles(mat1: torch.Tensor, M: int, N: int) -> bool:
+    """Fewer 128 x 128 output tiles than the GPU has multiprocessors."""
+    return cdiv(M, 128) * cdiv(N, 128) < _multiprocessors(mat1.device.index or 0)
 
 
 def _launch(
@@ -318,8 +504,10 @@ def _launch(
     bias: torch.Tensor | None,
     alpha: float,
     beta: float,
+    restore: bool = False,
 ) -> torch.Tensor:
-    """out = alpha * mat1 @ mat2 (+ beta * bias), bias already shaped (M, N)."""
+    """out = alpha * mat1 @ mat2 (+ beta * bias), bias already shaped (M, N).
+    ``restore``: ``out`` is also the bias (addmm_), so tuning must put it back."""
     M, K = mat1.shape
     N = mat2.shape[1]
     if M == 0 or N == 0:
@@ -329,36 +517,15 @@ def _launch(
     # Triton's interpreter multiplies bf16 tiles as their raw uint16 bits
     # (triton 3.9), so there the tiles are widened to fp32 first.
     upcast = interpreted and mat1.dtype == torch.bfloat16
-    # fp32 inputs: full-precision products, like torch's default (no TF32).
-    precision = "ieee" if mat1.dtype == torch.float32 or upcast else "tf32"
-    common = dict(HAS_BIAS=has_bias, DOT_PRECISION=precision, UPCAST=upcast)
+    common = dict(HAS_BIAS=has_bias, DOT_PRECISION=_dot_precision(mat1.dtype, upcast), UPCAST=upcast)
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
-
-    def grid(meta: dict) -> tuple[int]:
-        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
-
+    args = (mat1, mat2, out, bias_arg, alpha, beta, common)
     with torch.cuda.device(mat1.device) if mat1.is_cuda else contextlib.nullcontext():
-        if _use_tma(mat1, mat2, out, tuned):
-            from triton.tools.tensor_descriptor import TensorDescriptor
-
-            (a, a_t), (b, b_t), (c, _) = _tma_view(mat1), _tma_view(mat2), _tma_view(out)
-            descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
-            flags = dict(A_COL_MAJOR=a_t, B_COL_MAJOR=b_t, **common)
-            kernel, meta = (_tma_kernel_tuned, {}) if tuned else (_addmm_tma_kernel, _heuristic_meta(M, N, K))
-            if not tuned:  # the tuned configs' pre-hook sets the block shapes
-                _set_tma_blocks({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], **flags, **meta})
-            kernel[grid](
-                *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
-                **flags, **meta,
-            )  # fmt: skip
-            return out
-        kernel, meta = (_kernel_tuned, {}) if tuned else (_kernel, _heuristic_meta(M, N, K))
-        kernel[grid](
-            mat1, mat2, out, bias_arg, M, N, K,
-            mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
-            out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
-            float(alpha), float(beta), **common, **meta,
-        )  # fmt: skip
+        plan = _split_plan(*args, restore) if tuned and _few_tiles(mat1, M, N) else None
+        if plan is None:
+            _direct(*args, tuned, restore)
+        else:
+            _split(*args, *plan)
     return out
 
 
@@ -433,4 +600,4 @@ def addmm_(
         # compute out of place, then copy back.
         result = _launch(mat1, mat2, torch.empty_like(input), input if beta != 0 else None, alpha, beta)
         return input.copy_(result)
-    return _launch(mat1, mat2, input, input if beta != 0 else None, alpha, beta)
+    return _launch(mat1, mat2, input, input if beta != 0 else None, alpha, beta, restore=True)
