@@ -13,6 +13,7 @@ import types
 import pytest
 import torch
 
+from gemswatch.gems.ops import _tune
 from gemswatch.testing.benchmark import timing
 
 CYCLES_PER_MS = 1_000_000.0
@@ -115,6 +116,46 @@ def test_copy_bandwidth_counts_read_and_write(monkeypatch):
 
     monkeypatch.setattr(torch, "empty", lambda n, dtype=None, device=None: torch.zeros(n, dtype=dtype))
     assert timing.copy_bandwidth_gbps(Fixed("cuda", 1, 1), n_bytes=1 << 20) == pytest.approx(2 * (1 << 20) / 0.5e-3 / 1e9)
+
+
+# -- the kernel tuner's timing (gemswatch.gems.ops._tune) -------------------------
+
+
+@pytest.fixture
+def tune_gpu(monkeypatch):
+    gpu = FakeGpu()
+    gpu.install(monkeypatch, timing.CudaEventTimer("cuda", warmup_ms=1.0, iter_ms=5.0))
+    monkeypatch.setattr(_tune, "_l2_flusher", lambda: lambda: gpu.launch(FLUSH_MS))
+    return gpu
+
+
+def test_tuning_times_the_kernel_not_its_launch(tune_gpu):
+    # A Triton launch costs far more host time than a small kernel runs.
+    assert _tune.bench(lambda: tune_gpu.call(host_ms=0.1, kernel_ms=0.004)) == [pytest.approx(0.004)]
+
+
+def test_fastest_skips_candidates_that_cannot_compile(tune_gpu):
+    class OutOfResources(Exception):
+        pass
+
+    def too_big():
+        raise OutOfResources("out of resource: shared memory")
+
+    calls = {"slow": lambda: tune_gpu.call(0.02, 0.03), "big": too_big, "quick": lambda: tune_gpu.call(0.02, 0.01)}
+    assert _tune.fastest(calls) == "quick"
+    with pytest.raises(ValueError):
+        _tune.fastest({"quick": calls["quick"], "broken": lambda: int("x")})
+
+
+def test_fastest_puts_an_in_place_input_back(tune_gpu):
+    x = torch.ones(4)
+
+    def accumulate():
+        x.add_(1)
+        tune_gpu.call(0.01, 0.01)
+
+    _tune.fastest({"a": accumulate, "b": accumulate}, restore=x)
+    assert torch.equal(x, torch.ones(4))
 
 
 # -- on a real GPU ---------------------------------------------------------------

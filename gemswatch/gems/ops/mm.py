@@ -24,7 +24,7 @@ import torch
 
 from .._device import interpreted  # noqa: I001  (must precede triton)
 from ._launch import cdiv, next_pow2
-from ._tune import fastest
+from ._tune import bench, fastest
 import triton
 import triton.language as tl
 
@@ -39,8 +39,14 @@ AUTOTUNE_MIN_FLOPS = 1 << 24
 # 2^-21 relative error per product, where torch's fp32 GEMM (no TF32) runs on
 # the far slower CUDA cores. "ieee" would match torch's arithmetic exactly.
 FP32_PRECISION = "tf32x3"
+# TF32 tensor-core products read both tiles K-major (A row-major, B column-
+# major); other layouts run slower (H200, 4096^3: 55 against 80-88 TFLOP/s).
+# So an fp32 product at least this wide in the other dimension first makes a
+# K-major copy of the operand: n^2 bytes against n^3 work. Narrower (skinny,
+# memory-bound) products keep their layout.
+KMAJOR_COPY_MIN = 512
 # Dtypes that go through the TMA kernel (see ``_use_tma``).
-TMA_DTYPES = (torch.float16, torch.bfloat16)
+TMA_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 # Tuning list for Hopper-class GPUs (keyed on the problem size, dtype and
@@ -285,9 +291,12 @@ _kernel = triton.heuristics({"EVEN_K": _even_k})(_addmm_kernel)
 def _autotuned(kernel, configs: list, key: list[str]) -> dict[bool, triton.runtime.Autotuner]:
     """Autotuned variants of ``kernel``: [False] plain, [True] for addmm_,
     where the output is the input and so also the bias: its trial runs
-    would compound into it, so that variant restores it after each."""
+    would compound into it, so that variant restores it after each. Configs
+    are timed by ``_tune.bench`` (kernel time, not launch overhead)."""
     return {
-        restore: triton.autotune(configs=configs, key=key, restore_value=["bias_ptr"] if restore else None)(kernel)
+        restore: triton.autotune(
+            configs=configs, key=key, restore_value=["bias_ptr"] if restore else None, do_bench=bench
+        )(kernel)
         for restore in (False, True)
     }
 
@@ -381,9 +390,8 @@ def _use_tma(mat1: torch.Tensor, mat2: torch.Tensor, out: torch.Tensor, tuned: b
     Measured on an H200 at 4096^3 (torch 2.11, triton 3.6), speed relative
     to torch.mm: bf16 with A row-major, TMA 0.91-0.96 (B row-major) and 0.87-0.88
     (B column-major) against 0.83 / 0.76 for the pointer kernel; with A
-    column-major the pointer kernel wins (0.96 against 0.86); float32 with a
-    column-major operand is several times slower through TMA. So fp32 and a
-    column-major A stay on the pointer kernel.
+    column-major the pointer kernel wins (0.96 against 0.86), so such A stays
+    on it. fp32 (3xTF32): TMA 1.13 / 1.74 against 1.07 / 1.57.
     """
     if not tuned or mat1.dtype not in TMA_DTYPES or not mat1.is_cuda or mat1.shape[1] == 0:
         return False
@@ -519,6 +527,11 @@ def _launch(
     upcast = interpreted and mat1.dtype == torch.bfloat16
     common = dict(HAS_BIAS=has_bias, DOT_PRECISION=_dot_precision(mat1.dtype, upcast), UPCAST=upcast)
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
+    if common["DOT_PRECISION"].startswith("tf32") and mat1.dtype == torch.float32:
+        if M >= KMAJOR_COPY_MIN and mat2.stride(0) != 1:
+            mat2 = mat2.t().contiguous().t()
+        if N >= KMAJOR_COPY_MIN and mat1.stride(1) != 1:
+            mat1 = mat1.contiguous()
     args = (mat1, mat2, out, bias_arg, alpha, beta, common)
     with torch.cuda.device(mat1.device) if mat1.is_cuda else contextlib.nullcontext():
         plan = _split_plan(*args, restore) if tuned and _few_tiles(mat1, M, N) else None
