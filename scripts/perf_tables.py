@@ -17,9 +17,10 @@ import json
 import math
 from pathlib import Path
 
-# H200 SXM datasheet dense peaks (TFLOP/s): fp16/bf16 tensor cores, and fp32
-# without tensor cores (torch.mm in fp32 does not use TF32 by default).
-PEAK_TFLOPS = {"float16": 989.0, "bfloat16": 989.0, "float32": 67.0}
+# H200 SXM datasheet dense peaks (TFLOP/s): fp16/bf16 tensor cores; for fp32
+# a third of the TF32 tensor-core peak (494.7), since gems multiplies fp32 as
+# three TF32 products. (torch's fp32 GEMM runs on the CUDA cores: 67.)
+PEAK_TFLOPS = {"float16": 989.0, "bfloat16": 989.0, "float32": 165.0}
 
 
 def geomean(values: list[float]) -> float:

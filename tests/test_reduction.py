@@ -123,8 +123,8 @@ def test_reduce_split(op, case, monkeypatch):
 @pytest.mark.mean
 def test_reduce_split_unpatched():
     # Large enough to split with the real heuristics.
-    x = _randn(2, 20000, seed=5)
-    assert _launch.reduce_launch(2, 20000, 1).n_splits > 1
+    x = _randn(2, 40000, seed=5)
+    assert _launch.reduce_launch(2, 40000, 1).n_splits > 1
     _check("sum", x, 1)
     _check("mean", x, None)
 

@@ -115,6 +115,7 @@ def test_copy_bandwidth_counts_read_and_write(monkeypatch):
             return 0.5  # ms
 
     monkeypatch.setattr(torch, "empty", lambda n, dtype=None, device=None: torch.zeros(n, dtype=dtype))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the arithmetic only, on any machine
     assert timing.copy_bandwidth_gbps(Fixed("cuda", 1, 1), n_bytes=1 << 20) == pytest.approx(2 * (1 << 20) / 0.5e-3 / 1e9)
 
 

@@ -47,8 +47,9 @@ MAX_FUSED_SIZE = 32768
 # Chunk width of the looped kernels (never above MAX_FUSED_SIZE).
 LOOP_BLOCK_SIZE = 4096
 # Chunk width of the reduction kernels along the reduced axis when many rows
-# share a tile (few rows get longer chunks, up to TILE_SIZE).
-REDUCE_BLOCK_SIZE = 1024
+# share a tile (few rows get longer chunks, up to TILE_SIZE). H200, fp32 sum
+# of [1024, 65536] over dim -1: 4096 reaches 84 % of copy bandwidth, 1024 77 %.
+REDUCE_BLOCK_SIZE = 4096
 # Elements per program tile when several short rows share one program.
 TILE_SIZE = 4096
 # About how many programs keep an H200 (132 SMs) busy with enough loads in
