@@ -1,13 +1,16 @@
 """Markdown tables (and a PNG) from gemswatch.benchmark/v1 timing reports.
 
-    python scripts/perf_tables.py RUN.json [SECOND_RUN.json] [--png speedup.png]
+    python scripts/perf_tables.py RUN.json [SECOND_RUN.json] [--ops-from LATER.json] [--png speedup.png]
 
 Prints, per operator, one row per case: shape, dtype, torch and gems
 latency, speedup, GB/s or TFLOP/s and the share of the ceiling (the copy
 bandwidth measured in the same run for memory-bound ops; the datasheet dense
 peak for matrix products). Then the geomean speedup per operator and across
 operators, and, given a second run of the same cases, the spread of each
-operator's geomean between the two runs.
+operator's geomean between the two runs; and how many memory-bound cases
+that move at least 256 MiB reach 85 % of the copy bandwidth. ``--ops-from``
+takes the operators a later, narrower run measured (e.g. after a kernel
+change) in place of the first run's.
 """
 
 from __future__ import annotations
@@ -72,6 +75,23 @@ def summary(runs: list[dict]) -> list[str]:
     return lines
 
 
+def bandwidth(report: dict, min_bytes: int = 256 << 20, goal_pct: float = 85.0) -> list[str]:
+    """Memory-bound cases moving at least ``min_bytes`` (bytes come back as
+    GB/s x time, hence the 1 % leeway): how many reach the goal."""
+    big = [(b["operator"], c) for b in report["benchmarks"] for c in b["cases"]
+           if c["gbps"] is not None and not c["error"] and c["gbps"] * 1e6 * c["latency"] >= 0.99 * min_bytes]
+    misses = [f"{op} {shape_text(c)} {c['dtype']} {c['pct_of_copy']:.1f} %" for op, c in big if c["pct_of_copy"] < goal_pct]
+    lines = [f"memory-bound cases moving >= {min_bytes >> 20} MiB at >= {goal_pct:.0f} % of copy bandwidth: "
+             f"{len(big) - len(misses)} of {len(big)}"]
+    return lines + [f"  below: {m}" for m in misses]
+
+
+def replace_ops(report: dict, later: dict) -> dict:
+    """``report`` with the operators ``later`` measured taken from ``later``."""
+    newer = {b["operator"]: b for b in later["benchmarks"]}
+    return {**report, "benchmarks": [newer.get(b["operator"], b) for b in report["benchmarks"]]}
+
+
 def plot(report: dict, path: Path) -> None:
     import matplotlib
 
@@ -97,11 +117,17 @@ def plot(report: dict, path: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("reports", type=Path, nargs="+")
+    ap.add_argument("--ops-from", type=Path, action="append", default=[])
     ap.add_argument("--png", type=Path)
     args = ap.parse_args()
     runs = [json.loads(p.read_text()) for p in args.reports]
+    for path in args.ops_from:
+        later = json.loads(path.read_text())
+        runs = [replace_ops(r, later) for r in runs]
+        print(f"{', '.join(b['operator'] for b in later['benchmarks'])} from {path.name}")
     print(f"copy bandwidth measured in the run: {runs[0]['copy_gbps']:.0f} GB/s; timer: {runs[0]['timer']}\n")
     print("\n".join(summary(runs)) + "\n")
+    print("\n".join(bandwidth(runs[0])) + "\n")
     print("\n".join(tables(runs[0])))
     if args.png:
         plot(runs[0], args.png)
