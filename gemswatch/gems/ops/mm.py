@@ -5,14 +5,17 @@ an fp32 accumulator (``mm`` is the case without a bias):
 
 * ``_addmm_kernel`` reads every operand through its strides, so transposed
   and sliced matrices need no copy; it runs everywhere, including Triton's
-  interpreter.
+  interpreter. It can also split K (partial sums, then ``_sum_splits_kernel``).
 * ``_addmm_tma_kernel`` loads the A and B tiles and stores C with Hopper's
   tensor-memory-accelerator (host-side tensor descriptors). It takes large
-  16-bit products on GPUs of compute capability 9 and newer when A and C are
+  products on GPUs of compute capability 9 and newer when A and C are
   16-byte aligned row-major and B row- or column-major (see ``_use_tma``).
 
+On a GPU, fp32 tiles are multiplied as three TF32 products (``FP32_PRECISION``).
 Problems under ``AUTOTUNE_MIN_FLOPS`` use one heuristic tile instead of the
-autotuner: tuning costs seconds per shape, far more than a small product.
+autotuner: tuning costs far more than a small product. Larger ones are tuned
+once per shape with ``_tune`` timing, and those with few output tiles also
+choose between splitting K and not (``_split_plan``).
 """
 
 from __future__ import annotations
