@@ -20,6 +20,7 @@ import contextlib
 import math
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -36,15 +37,11 @@ TRANSPOSED = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
 @contextlib.contextmanager
 def patched(**values):
     """Set mm module constants for the duration; plans are re-chosen."""
-    old = {k: getattr(mm_module, k) for k in values}
     mm_module._split_plans.clear()
     try:
-        for k, v in values.items():
-            setattr(mm_module, k, v)
-        yield
+        with mock.patch.multiple(mm_module, **values):
+            yield
     finally:
-        for k, v in old.items():
-            setattr(mm_module, k, v)
         mm_module._split_plans.clear()
 
 

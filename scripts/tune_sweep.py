@@ -13,8 +13,8 @@ shapes (a smoke run under Triton's CPU interpreter).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -24,17 +24,9 @@ from gemswatch.gems.ops import _launch
 from gemswatch.testing.benchmark.timing import copy_bandwidth_gbps, make_timer
 
 
-@contextlib.contextmanager
 def patched(**values):
     """Set module attributes of _launch for the duration (functions or limits)."""
-    old = {k: getattr(_launch, k) for k in values}
-    try:
-        for k, v in values.items():
-            setattr(_launch, k, v)
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(_launch, k, v)
+    return mock.patch.multiple(_launch, **values)
 
 
 def warps_at_least(limit: int, warps: int):

@@ -224,8 +224,11 @@ def test_split_k_matches_reference(splits, layout, dtype):
 # On a GPU, products this large are tuned on first use: the tuner's trial runs
 # must leave addmm_'s input (also its output) as it was, and few output tiles
 # send them through the split-K choice too.
+tuned_on_gpu = pytest.mark.skipif(gems.device != "cuda", reason="tuning happens on a GPU only")
+
+
 @pytest.mark.addmm_
-@pytest.mark.skipif(gems.device != "cuda", reason="tuning happens on a GPU only")
+@tuned_on_gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(256, 256, 512), (16, 512, 4096), (2048, 2048, 64)], ids=lambda s: "x".join(map(str, s)))
 def test_addmm_inplace_first_tuned_call(shape, dtype):
@@ -238,7 +241,7 @@ def test_addmm_inplace_first_tuned_call(shape, dtype):
 
 
 @pytest.mark.mm
-@pytest.mark.skipif(gems.device != "cuda", reason="tuning happens on a GPU only")
+@tuned_on_gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(16, 1024, 4096), (1024, 16, 4096), (512, 512, 2048)], ids=lambda s: "x".join(map(str, s)))
 def test_mm_few_output_tiles(shape, dtype):
