@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -216,7 +218,7 @@ def test_split_k_matches_reference(splits, layout, dtype):
     bias = _randn(N, dtype=dtype, seed=3).expand(M, N)
     out = torch.empty(M, N, dtype=dtype, device=gems.device)
     upcast = gems.device == "cpu" and dtype == torch.bfloat16
-    common = dict(HAS_BIAS=True, DOT_PRECISION=mm_module._dot_precision(dtype, upcast), UPCAST=upcast)
+    common = dict(HAS_BIAS=True, DOT_PRECISION=mm_module._dot_precision(a, upcast), UPCAST=upcast)
     mm_module._split(a, b, out, bias, 2.0, 0.5, common, (16, 16, 16, 2, 4), splits)
     assert_close(out, 0.5 * to_reference(bias) + 2.0 * _ref_mm(a, b), dtype, reduce_len=K)
 
@@ -248,3 +250,16 @@ def test_mm_few_output_tiles(shape, dtype):
     M, N, K = shape
     a, b = _operands(M, N, K, dtype, "nt")
     assert_close(gems.mm(a, b), _ref_mm(a, b), dtype, reduce_len=K)
+
+
+@pytest.mark.mm
+@pytest.mark.gems_impl
+@pytest.mark.parametrize("tf32, dtype, expected", [
+    (True, torch.float32, "tf32x3"), (False, torch.float32, "ieee"), (False, torch.bfloat16, "tf32"),
+])  # fmt: skip
+def test_fp32_products_use_tensor_cores_only_where_they_exist(monkeypatch, tf32, dtype, expected):
+    # A pre-Ampere or AMD GPU has no TF32: its fp32 products stay exact.
+    monkeypatch.setattr(mm_module, "interpreted", False)
+    monkeypatch.setattr(mm_module, "_has_tf32", lambda index: tf32)
+    fake_cuda_matrix = types.SimpleNamespace(dtype=dtype, is_cuda=True, device=torch.device("cuda", 0))
+    assert mm_module._dot_precision(fake_cuda_matrix, upcast=False) == expected

@@ -54,14 +54,18 @@ def bench(call: Callable[[], object], quantiles: Sequence[float] = (0.5,)) -> li
     return [times[round(q * (len(times) - 1))] for q in quantiles]
 
 
-def _out_of_resources(e: Exception) -> bool:
-    return "OutOfResources" in type(e).__name__ or "out of resource" in str(e).lower()
+# Triton's errors for a config the device cannot run (too much shared memory,
+# too many registers); the autotuner skips the same ones.
+_UNRUNNABLE = {"OutOfResources", "PTXASError", "CompileTimeAssertionFailure"}
+
+
+def _unrunnable(e: Exception) -> bool:
+    return type(e).__name__ in _UNRUNNABLE or "out of resource" in str(e).lower()
 
 
 def fastest(candidates: Mapping[Hashable, Callable[[], object]], restore: torch.Tensor | None = None) -> Hashable:
     """The key of the quickest call in ``candidates`` (by median). A
-    candidate that cannot compile for lack of shared memory or registers is
-    skipped. ``restore``: a tensor the calls overwrite in place and also read
+    candidate the device cannot run (shared memory, registers) is skipped. ``restore``: a tensor the calls overwrite in place and also read
     (an in-place op's input); it is put back after each candidate."""
     saved = restore.clone() if restore is not None else None
     times: dict[Hashable, float] = {}
@@ -69,7 +73,7 @@ def fastest(candidates: Mapping[Hashable, Callable[[], object]], restore: torch.
         try:
             times[key] = bench(call)[0]
         except Exception as e:
-            if not _out_of_resources(e):
+            if not _unrunnable(e):
                 raise
         finally:
             if saved is not None:

@@ -404,13 +404,22 @@ def _use_tma(mat1: torch.Tensor, mat2: torch.Tensor, out: torch.Tensor, tuned: b
     return all(v is not None for v in views) and not views[0][1] and not views[2][1]
 
 
-def _dot_precision(dtype: torch.dtype, upcast: bool) -> str:
-    """How tl.dot multiplies fp32 tiles (16-bit ones ignore it)."""
+@functools.cache
+def _has_tf32(device_index: int) -> bool:
+    """TF32 tensor cores: NVIDIA compute capability 8.0 and newer."""
+    return torch.version.hip is None and torch.cuda.get_device_capability(device_index)[0] >= 8
+
+
+def _dot_precision(t: torch.Tensor, upcast: bool) -> str:
+    """How tl.dot multiplies the fp32 tiles of ``t``'s product (16-bit ones
+    ignore it): ``FP32_PRECISION`` where TF32 tensor cores exist, else exact."""
     if upcast:  # bf16 widened to fp32 under the interpreter: exact products
         return "ieee"
-    if dtype != torch.float32:
+    if t.dtype != torch.float32:
         return "tf32"
-    return "ieee" if interpreted else FP32_PRECISION
+    if interpreted or not t.is_cuda or not _has_tf32(t.device.index or 0):
+        return "ieee"
+    return FP32_PRECISION
 
 
 def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, restore: bool) -> None:
@@ -528,7 +537,7 @@ def _launch(
     # Triton's interpreter multiplies bf16 tiles as their raw uint16 bits
     # (triton 3.9), so there the tiles are widened to fp32 first.
     upcast = interpreted and mat1.dtype == torch.bfloat16
-    common = dict(HAS_BIAS=has_bias, DOT_PRECISION=_dot_precision(mat1.dtype, upcast), UPCAST=upcast)
+    common = dict(HAS_BIAS=has_bias, DOT_PRECISION=_dot_precision(mat1, upcast), UPCAST=upcast)
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
     if common["DOT_PRECISION"].startswith("tf32") and mat1.dtype == torch.float32:
         if M >= KMAJOR_COPY_MIN and mat2.stride(0) != 1:
