@@ -66,7 +66,21 @@ def reduce_variants(small: bool):
                 REDUCE_BLOCK_SIZE=block, TILE_SIZE=tile, TARGET_PROGRAMS=target), call
 
 
-EXPERIMENTS = {"softmax": softmax_variants, "gelu": gelu_variants, "reduce": reduce_variants}
+def column_variants(small: bool):
+    """Reductions over the long middle axis of [65536, 1024] (dim 0), the
+    misses left after the row-chunk change: columns per program, tile, split."""
+    x = torch.randn((512, 8) if small else (65536, 1024), dtype=torch.float32, device=gems.device)
+    ops = {"sum": (gems.sum, torch.sum), "amax": (gems.amax, torch.amax)}
+    for name, (ours, theirs) in ops.items():
+        call = (lambda f=ours: f(x, 0)), (lambda f=theirs: f(x, 0)), x.numel() * 4
+        for columns, tile, target in itertools.product((64, 128, 256, 512), (4096, 8192), (528, 1056, 2112)):
+            yield f"{name} fp32 {list(x.shape)} dim 0: COLUMN_BLOCK {columns}, TILE {tile}, TARGET {target}", patched(
+                COLUMN_BLOCK=columns, TILE_SIZE=tile, TARGET_PROGRAMS=target), call
+
+
+EXPERIMENTS = {
+    "softmax": softmax_variants, "gelu": gelu_variants, "reduce": reduce_variants, "columns": column_variants,
+}
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ __all__ = [
     "LOOP_BLOCK_SIZE",
     "TILE_SIZE",
     "REDUCE_BLOCK_SIZE",
+    "COLUMN_BLOCK",
     "TARGET_PROGRAMS",
     "RowLaunch",
     "row_launch",
@@ -52,6 +53,8 @@ LOOP_BLOCK_SIZE = 4096
 REDUCE_BLOCK_SIZE = 4096
 # Elements per program tile when several short rows share one program.
 TILE_SIZE = 4096
+# Columns per program when a reduction runs over a middle axis (n_inner > 1).
+COLUMN_BLOCK = 128
 # About how many programs keep an H200 (132 SMs) busy with enough loads in
 # flight; reductions with fewer output tiles than this split the reduced axis
 # into partial results.
@@ -163,12 +166,13 @@ class ReduceLaunch:
 def reduce_launch(n_outer: int, n_reduce: int, n_inner: int) -> ReduceLaunch:
     """Tile and split for a reduction over the middle axis of a row-major
     (n_outer, n_reduce, n_inner) tensor."""
-    return _reduce_launch(n_outer, n_reduce, n_inner, REDUCE_BLOCK_SIZE, TILE_SIZE, TARGET_PROGRAMS)
+    return _reduce_launch(n_outer, n_reduce, n_inner, REDUCE_BLOCK_SIZE, TILE_SIZE, TARGET_PROGRAMS, COLUMN_BLOCK)
 
 
 @functools.lru_cache(maxsize=4096)
 def _reduce_launch(
-    n_outer: int, n_reduce: int, n_inner: int, reduce_block: int, tile_size: int, target_programs: int
+    n_outer: int, n_reduce: int, n_inner: int, reduce_block: int, tile_size: int, target_programs: int,
+    column_block: int,
 ) -> ReduceLaunch:
     width = next_pow2(max(n_reduce, 1))
     if n_inner == 1:
@@ -178,7 +182,7 @@ def _reduce_launch(
         block_inner = 1
         programs = cdiv(n_outer, block_outer)
     else:
-        block_inner = min(next_pow2(n_inner), 128)
+        block_inner = min(next_pow2(n_inner), column_block)
         block_reduce = min(width, max(1, tile_size // block_inner))
         block_outer = 1
         programs = n_outer * cdiv(n_inner, block_inner)
