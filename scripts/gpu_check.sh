@@ -24,7 +24,7 @@ if step e; then
       $py -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; } > "$out/env.txt" 2>&1
 fi
 if step a; then
-    timeout "${GPU_CHECK_A_S:-240}" $py -m pytest -q -p no:cacheprovider tests/test_*.py > "$out/accuracy.txt" 2>&1
+    timeout "${GPU_CHECK_A_S:-420}" $py -m pytest -q -p no:cacheprovider tests/test_*.py > "$out/accuracy.txt" 2>&1
     echo "exit $?" >> "$out/accuracy.txt"
 fi
 if step c; then
