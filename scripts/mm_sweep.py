@@ -52,12 +52,12 @@ def operands(m: int, n: int, k: int, dtype: torch.dtype, mat2_t: bool):
 
 
 def plan_of(a: torch.Tensor, b: torch.Tensor) -> str:
-    m, k = a.shape
-    n = b.shape[1]
-    for key, plan in mm_module._split_plans.items():
-        if key[:4] == (m, n, k, a.dtype) and key[5] == (b.stride(1) == 1):
-            return "unsplit (timed)" if plan is None else f"split {plan[1]} x tile {plan[0][:3]}"
-    return "unsplit"
+    a, b = mm_module._k_major(a, b, mm_module._dot_precision(a, upcast=False))
+    key = mm_module._split_key(a, b, has_bias=False)
+    if key not in mm_module._split_plans:
+        return "unsplit"
+    plan = mm_module._split_plans[key]
+    return "unsplit (timed)" if plan is None else f"split {plan[1]} x tile {plan[0][:3]}"
 
 
 def time_case(timer, m, n, k, dtype, mat2_t) -> str:

@@ -10,11 +10,16 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from gemswatch.testing.benchmark.timing import CudaEventTimer, copy_bandwidth_gbps
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+from _unit_helpers import matmuls_on_two_streams  # noqa: E402
+
+from gemswatch.testing.benchmark.timing import CudaEventTimer, copy_bandwidth_gbps  # noqa: E402
 
 
 def main() -> None:
@@ -36,17 +41,7 @@ def main() -> None:
 
     print(f"copy behind 0.3 ms of Python: {timer(slow_host) * 1e3:.1f} us (bare: {cold * 1e3:.1f} us)")
 
-    a = torch.randn(2048, 2048, device="cuda")
-    side = torch.cuda.Stream()
-
-    def honest():
-        for _ in range(10):
-            a @ a
-
-    def hidden():
-        with torch.cuda.stream(side):
-            honest()
-
+    honest, hidden = matmuls_on_two_streams()
     print(f"10 matmuls: {timer(honest) * 1e3:.1f} us on the timed stream, {timer(hidden) * 1e3:.1f} us on a side stream")
 
 

@@ -263,3 +263,18 @@ def test_fp32_products_use_tensor_cores_only_where_they_exist(monkeypatch, tf32,
     monkeypatch.setattr(mm_module, "_has_tf32", lambda index: tf32)
     fake_cuda_matrix = types.SimpleNamespace(dtype=dtype, is_cuda=True, device=torch.device("cuda", 0))
     assert mm_module._dot_precision(fake_cuda_matrix, upcast=False) == expected
+
+
+@pytest.mark.mm
+@pytest.mark.gems_impl
+def test_tf32_products_get_k_major_copies_of_large_operands():
+    a = _randn(512, 64, dtype=torch.float32, seed=1, layout="t")  # column-major A
+    b = _randn(64, 512, dtype=torch.float32, seed=2)  # row-major B
+    ka, kb = mm_module._k_major(a, b, "tf32x3")
+    assert ka.stride(1) == 1 and kb.stride(0) == 1  # A row-major, B column-major
+    assert torch.equal(ka, a) and torch.equal(kb, b)
+    same = mm_module._k_major(a, b, "ieee")  # exact products keep the layout
+    assert same[0] is a and same[1] is b
+    skinny = a[:16], b[:, :16]  # too narrow for a copy to pay
+    kept = mm_module._k_major(*skinny, "tf32x3")
+    assert kept[0] is skinny[0] and kept[1] is skinny[1]

@@ -1,5 +1,6 @@
-"""Helpers shared by the unit tests that start real processes (and by
-scripts/stress.py, which puts this folder on ``sys.path``).
+"""Helpers shared by the unit tests that start real processes or time a GPU
+(and by scripts/stress.py and scripts/timer_check.py, which put this folder
+on ``sys.path``).
 
 Not ``_helpers``: that is the name candidate folders give their own helper
 modules, and a test process may have one of those on ``sys.path``.
@@ -40,3 +41,22 @@ def write_files(root: Path, files: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return root
+
+
+def matmuls_on_two_streams(n: int = 2048, count: int = 10):
+    """(on_timed_stream, on_side_stream): the same ``count`` n x n matmuls,
+    queued on the current stream or hidden on another one (CUDA)."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda")
+    side = torch.cuda.Stream()
+
+    def on_timed_stream():
+        for _ in range(count):
+            a @ a
+
+    def on_side_stream():
+        with torch.cuda.stream(side):
+            on_timed_stream()
+
+    return on_timed_stream, on_side_stream

@@ -13,6 +13,8 @@ import types
 import pytest
 import torch
 
+from _unit_helpers import matmuls_on_two_streams
+
 from gemswatch.gems.ops import _tune
 from gemswatch.testing.benchmark import timing
 
@@ -125,8 +127,9 @@ def test_copy_bandwidth_counts_read_and_write(monkeypatch):
 @pytest.fixture
 def tune_gpu(monkeypatch):
     gpu = FakeGpu()
-    gpu.install(monkeypatch, timing.CudaEventTimer("cuda", warmup_ms=1.0, iter_ms=5.0))
-    monkeypatch.setattr(_tune, "_l2_flusher", lambda: lambda: gpu.launch(FLUSH_MS))
+    timer = timing.CudaEventTimer("cuda", warmup_ms=1.0, iter_ms=5.0)
+    gpu.install(monkeypatch, timer)
+    monkeypatch.setattr(_tune, "_timer", lambda: timer)
     return gpu
 
 
@@ -177,16 +180,6 @@ def test_the_l2_flush_happens():
 
 @needs_cuda
 def test_work_on_a_side_stream_is_timed():
-    a = torch.randn(2048, 2048, device="cuda")
-    side = torch.cuda.Stream()
-
-    def honest():
-        for _ in range(10):
-            a @ a
-
-    def hidden():
-        with torch.cuda.stream(side):
-            honest()
-
+    honest, hidden = matmuls_on_two_streams()
     timer = timing.CudaEventTimer("cuda", 5, 20)
     assert timer(hidden) > 0.8 * timer(honest)

@@ -3,10 +3,9 @@
 Triton's own autotuner times configs with events around each call while the
 host launches them; a kernel of a few microseconds then measures mostly the
 host's launch overhead (tens of microseconds for a Triton launch), and the
-choice among configs is noise. Here a spin is queued on the GPU first, so
-every launch is issued ahead of the device; a buffer larger than L2 is
-overwritten before each call, so inputs come from memory as in a model step;
-and events around each call alone give its time.
+choice among configs is noise. Tuning here uses the benchmark's
+``CudaEventTimer`` instead (spin ahead of the launches, L2 flushed, events
+around each call alone), on short budgets: a ranking, not a report figure.
 
 ``bench`` plugs into ``triton.autotune(do_bench=...)``; ``fastest`` picks
 among arbitrary calls (a split-K product launches two kernels).
@@ -15,48 +14,40 @@ among arbitrary calls (a split-K product launches two kernels).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:
+    from ...testing.benchmark.timing import CudaEventTimer
+
 __all__ = ["bench", "fastest"]
 
-_FLUSH_BYTES = 256 << 20
-_REPS = 15
-# Spin cycles queued per repetition: at ~2 GHz about 100 us, more than one
-# call's host time (two Triton launches and a memset); after the spin the
-# flushes keep the device behind the host.
-_SPIN_CYCLES_PER_REP = 200_000
-
-
-def _l2_flusher() -> Callable[[], object]:
-    return torch.empty(_FLUSH_BYTES, dtype=torch.int8, device="cuda").zero_
-
-
-def _times_ms(call: Callable[[], object]) -> list[float]:
-    """Sorted per-call times, each call after an L2 flush."""
-    call()  # compiles (and tunes) on first use
-    flush = _l2_flusher()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(_REPS)]
-    torch.cuda._sleep(_SPIN_CYCLES_PER_REP * _REPS)
-    for start, end in events:
-        flush()
-        start.record()
-        call()
-        end.record()
-    events[-1][1].synchronize()
-    return sorted(start.elapsed_time(end) for start, end in events)
-
-
-def bench(call: Callable[[], object], quantiles: Sequence[float] = (0.5,)) -> list[float]:
-    """The given quantiles of ``call``'s time in ms (the autotuner's hook)."""
-    times = _times_ms(call)
-    return [times[round(q * (len(times) - 1))] for q in quantiles]
-
-
+_WARMUP_MS = 1.0
+_ITER_MS = 5.0
+# One timer per device: it measures the spin rate and the idle settle figure
+# once, and keeps its L2 flush buffer.
+_timers: dict[int, CudaEventTimer] = {}
 # Triton's errors for a config the device cannot run (too much shared memory,
 # too many registers); the autotuner skips the same ones.
 _UNRUNNABLE = {"OutOfResources", "PTXASError", "CompileTimeAssertionFailure"}
+
+
+def _timer() -> CudaEventTimer:
+    # Imported here: the harness is only needed once something is tuned.
+    from ...testing.benchmark.timing import CudaEventTimer
+
+    index = torch.cuda.current_device()
+    if index not in _timers:
+        _timers[index] = CudaEventTimer("cuda", _WARMUP_MS, _ITER_MS)
+    return _timers[index]
+
+
+def bench(call: Callable[[], object], quantiles: Sequence[float] = (0.5,)) -> list[float]:
+    """``call``'s median time in ms, once per requested quantile (the
+    autotuner's hook; it ranks configs by the first)."""
+    call()  # compiles (and tunes) on first use
+    return [_timer()(call)] * len(quantiles)
 
 
 def _unrunnable(e: Exception) -> bool:
@@ -65,8 +56,9 @@ def _unrunnable(e: Exception) -> bool:
 
 def fastest(candidates: Mapping[Hashable, Callable[[], object]], restore: torch.Tensor | None = None) -> Hashable:
     """The key of the quickest call in ``candidates`` (by median). A
-    candidate the device cannot run (shared memory, registers) is skipped. ``restore``: a tensor the calls overwrite in place and also read
-    (an in-place op's input); it is put back after each candidate."""
+    candidate the device cannot run (shared memory, registers) is skipped.
+    ``restore``: a tensor the calls overwrite in place and also read (an
+    in-place op's input); it is put back after each candidate."""
     saved = restore.clone() if restore is not None else None
     times: dict[Hashable, float] = {}
     for key, call in candidates.items():

@@ -497,12 +497,17 @@ def _split_candidates(mat1: torch.Tensor, M: int, N: int, K: int) -> list[tuple[
     return plans
 
 
+def _split_key(mat1: torch.Tensor, mat2: torch.Tensor, has_bias: bool) -> tuple:
+    """What a split plan depends on: shape, dtype, layouts, bias, device."""
+    return (*mat1.shape, mat2.shape[1], mat1.dtype, mat1.stride(1) == 1, mat2.stride(1) == 1, has_bias, mat1.device)
+
+
 def _split_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, restore: bool) -> tuple[tuple, int] | None:
     """The fastest way to run a product with few output tiles: (tile, splits)
     or None for the unsplit kernel; timed once per problem and remembered."""
     M, K = mat1.shape
     N = mat2.shape[1]
-    key = (M, N, K, mat1.dtype, mat1.stride(1) == 1, mat2.stride(1) == 1, common["HAS_BIAS"], mat1.device)
+    key = _split_key(mat1, mat2, common["HAS_BIAS"])
     if key not in _split_plans:
         plans = _split_candidates(mat1, M, N, K)
         calls = {None: lambda: _direct(mat1, mat2, out, bias_arg, alpha, beta, common, True, restore)}
@@ -515,6 +520,18 @@ def _split_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, restore: b
 def _few_tiles(mat1: torch.Tensor, M: int, N: int) -> bool:
     """Fewer 128 x 128 output tiles than the GPU has multiprocessors."""
     return cdiv(M, 128) * cdiv(N, 128) < _multiprocessors(mat1.device.index or 0)
+
+
+def _k_major(mat1: torch.Tensor, mat2: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The operands as the fp32 product reads them: on TF32 tensor cores,
+    K-major copies of large enough ones (see ``KMAJOR_COPY_MIN``)."""
+    if not precision.startswith("tf32") or mat1.dtype != torch.float32:
+        return mat1, mat2
+    if mat1.shape[0] >= KMAJOR_COPY_MIN and mat2.stride(0) != 1:
+        mat2 = mat2.t().contiguous().t()
+    if mat2.shape[1] >= KMAJOR_COPY_MIN and mat1.stride(1) != 1:
+        mat1 = mat1.contiguous()
+    return mat1, mat2
 
 
 def _launch(
@@ -539,11 +556,7 @@ def _launch(
     upcast = interpreted and mat1.dtype == torch.bfloat16
     common = dict(HAS_BIAS=has_bias, DOT_PRECISION=_dot_precision(mat1, upcast), UPCAST=upcast)
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
-    if common["DOT_PRECISION"].startswith("tf32") and mat1.dtype == torch.float32:
-        if M >= KMAJOR_COPY_MIN and mat2.stride(0) != 1:
-            mat2 = mat2.t().contiguous().t()
-        if N >= KMAJOR_COPY_MIN and mat1.stride(1) != 1:
-            mat1 = mat1.contiguous()
+    mat1, mat2 = _k_major(mat1, mat2, common["DOT_PRECISION"])
     args = (mat1, mat2, out, bias_arg, alpha, beta, common)
     with torch.cuda.device(mat1.device) if mat1.is_cuda else contextlib.nullcontext():
         plan = _split_plan(*args, restore) if tuned and _few_tiles(mat1, M, N) else None
