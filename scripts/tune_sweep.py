@@ -1,7 +1,7 @@
 """Time launch-parameter variants of the gems kernels that miss their
 bandwidth goal, against torch, in one GPU run.
 
-    python scripts/tune_sweep.py [--only softmax,gelu,reduce] [--small]
+    python scripts/tune_sweep.py [--only softmax,gelu,reduce,columns,pointwise] [--small]
 
 Each experiment patches one launch heuristic of ``gemswatch.gems.ops._launch``
 (the kernels read them at call time), times the gems op and the torch
@@ -39,47 +39,76 @@ def warps_at_least(limit: int, warps: int):
 
 
 def softmax_variants(small: bool):
-    x = torch.randn((4, 256) if small else (4096, 32768), dtype=torch.float16, device=gems.device)
-    call = (lambda: gems.softmax(x, -1)), (lambda: torch.softmax(x, -1)), 2 * x.numel() * x.element_size()
-    for warps in (8, 16, 32):
-        yield f"softmax fp16 {list(x.shape)} fused, {warps} warps", patched(
-            num_warps_for=warps_at_least(256 if small else 32768, warps)), call
-    yield f"softmax fp16 {list(x.shape)} looped", patched(MAX_FUSED_SIZE=16384 if not small else 128), call
+    """Wide 16-bit rows: one program per row against a persistent grid that
+    prefetches 2 or 3 rows, at 16 and 32 warps."""
+    shapes = [(4, 256)] if small else [(4096, 32768), (1024, 32768), (16384, 16384), (4096, 4096)]
+    for shape, dtype in itertools.product(shapes, (torch.float16, torch.bfloat16, torch.float32)):
+        x = torch.randn(shape, dtype=dtype, device=gems.device)
+        call = (lambda x=x: gems.softmax(x, -1)), (lambda x=x: torch.softmax(x, -1)), 2 * x.numel() * x.element_size()
+        name = f"softmax {str(dtype)[6:]} {list(shape)}"
+        yield f"{name} one program per row", patched(PIPELINE_MIN_BYTES=1 << 40), call
+        for stages, warps in itertools.product((2, 3), (16, 32)):
+            if shape[1] < 32768 and warps != 16:
+                continue
+            yield f"{name} persistent, {stages} stages, {warps} warps", patched(
+                PIPELINE_MIN_BYTES=0, PIPELINE_MAX_STAGES=stages,
+                num_warps_for=warps_at_least(256 if small else 16384, warps)), call
 
 
 def gelu_variants(small: bool):
-    x = torch.randn((64, 64) if small else (16384, 16384), dtype=torch.bfloat16, device=gems.device)
-    call = (lambda: gems.gelu(x)), (lambda: F.gelu(x)), 2 * x.numel() * x.element_size()
-    for block, warps in itertools.product((1024, 2048, 4096, 8192), (4, 8, 16)):
-        if block // (32 * warps) < 2:
-            continue
-        yield f"gelu bf16 {list(x.shape)} BLOCK {block}, {warps} warps", patched(
-            pointwise_launch=lambda n, b=block, w=warps: (b, w)), call
+    for shape, dtype in itertools.product(
+        [(64, 64)] if small else [(64, 1024, 1024), (16384, 16384)], (torch.bfloat16, torch.float16)
+    ):
+        x = torch.randn(shape, dtype=dtype, device=gems.device)
+        call = (lambda x=x: gems.gelu(x)), (lambda x=x: F.gelu(x)), 2 * x.numel() * x.element_size()
+        for block, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 8)):
+            yield f"gelu {str(dtype)[6:]} {list(shape)} BLOCK {block}, {warps} warps", patched(
+                pointwise_launch=lambda n, size, b=block, w=warps: (b, w)), call
 
 
 def reduce_variants(small: bool):
-    for shape, dim in (((8, 512), -1), ((512, 8), 0)) if small else (((1024, 65536), -1), ((65536, 1024), 0)):
-        x = torch.randn(shape, dtype=torch.float32, device=gems.device)
-        call = (lambda x=x, d=dim: gems.sum(x, d)), (lambda x=x, d=dim: torch.sum(x, d)), x.numel() * 4
-        for block, tile, target in itertools.product((1024, 4096), (4096, 8192, 16384), (1056, 2112)):
-            yield f"sum fp32 {list(shape)} dim {dim}: REDUCE_BLOCK {block}, TILE {tile}, TARGET {target}", patched(
-                REDUCE_BLOCK_SIZE=block, TILE_SIZE=tile, TARGET_PROGRAMS=target), call
+    """Row reductions: tile and the programs a split aims for (1024 rows
+    below TARGET_PROGRAMS split in two)."""
+    x = torch.randn((8, 512) if small else (1024, 65536), dtype=torch.float32, device=gems.device)
+    call = (lambda: gems.sum(x, -1)), (lambda: torch.sum(x, -1)), x.numel() * 4
+    for tile, target in itertools.product((4096, 8192), (512, 1056, 2112)):
+        yield f"sum fp32 {list(x.shape)} dim -1: TILE {tile}, TARGET {target}", patched(
+            TILE_SIZE=tile, TARGET_PROGRAMS=target), call
 
 
 def column_variants(small: bool):
-    """Reductions over the long middle axis of [65536, 1024] (dim 0), the
-    misses left after the row-chunk change: columns per program, tile, split."""
+    """Reductions over the long middle axis of [65536, 1024] (dim 0): columns
+    per program, chunks prefetched, and the programs a split aims for."""
     x = torch.randn((512, 8) if small else (65536, 1024), dtype=torch.float32, device=gems.device)
     ops = {"sum": (gems.sum, torch.sum), "amax": (gems.amax, torch.amax)}
     for name, (ours, theirs) in ops.items():
         call = (lambda f=ours: f(x, 0)), (lambda f=theirs: f(x, 0)), x.numel() * 4
-        for columns, tile, target in itertools.product((64, 128, 256, 512), (4096, 8192), (528, 1056, 2112)):
-            yield f"{name} fp32 {list(x.shape)} dim 0: COLUMN_BLOCK {columns}, TILE {tile}, TARGET {target}", patched(
-                COLUMN_BLOCK=columns, TILE_SIZE=tile, TARGET_PROGRAMS=target), call
+        for columns, stages, target in itertools.product((128, 256), (1, 2, 3), (264, 528, 1056)):
+            yield (
+                f"{name} fp32 {list(x.shape)} dim 0: COLUMNS {columns}, STAGES {stages}, TARGET {target}",
+                patched(COLUMN_BLOCK=columns, COLUMN_STAGES=stages, COLUMN_TARGET_PROGRAMS=target),
+                call,
+            )
+
+
+def pointwise_variants(small: bool):
+    """Block and warps of the elementwise kernels at 128 MiB per operand."""
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.randn((64, 64) if small else (64, 1024, 1024), dtype=dtype, device=gems.device)
+        n = x.numel() * x.element_size()
+        calls = {
+            "gelu": ((lambda x=x: gems.gelu(x)), (lambda x=x: F.gelu(x)), 2 * n),
+            "silu": ((lambda x=x: gems.silu(x)), (lambda x=x: F.silu(x)), 2 * n),
+            "add": ((lambda x=x: gems.add(x, x)), (lambda x=x: torch.add(x, x)), 3 * n),
+        }
+        for (name, call), (block, warps) in itertools.product(calls.items(), ((4096, 8), (2048, 4), (1024, 4))):
+            yield f"{name} {str(dtype)[6:]} {list(x.shape)} BLOCK {block}, {warps} warps", patched(
+                pointwise_launch=lambda n, size, b=block, w=warps: (b, w)), call
 
 
 EXPERIMENTS = {
     "softmax": softmax_variants, "gelu": gelu_variants, "reduce": reduce_variants, "columns": column_variants,
+    "pointwise": pointwise_variants,
 }
 
 

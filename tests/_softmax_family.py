@@ -22,6 +22,7 @@ __all__ = [
     "reference",
     "test_accuracy",
     "test_looped",
+    "test_persistent_rows",
     "test_wider_than_fused_limit",
     "test_non_contiguous",
     "test_dtype_argument",
@@ -91,6 +92,20 @@ def test_looped(op, case, dtype, monkeypatch):
     else:
         assert not _launch.column_launch(shape[dim], inner)[2]
     _check(op, x, dim)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_rows", [13, 1030])
+def test_persistent_rows(op, n_rows, dtype, monkeypatch):
+    # Wide fused rows run on a persistent grid with prefetch; under the
+    # interpreter 4 programs walk the 33 tiles of 1030 rows (the last one
+    # partly padding).
+    monkeypatch.setattr(_launch, "PIPELINE_MIN_BYTES", 64)
+    launch = _launch.row_launch(n_rows, 100)
+    tiles = launch.grid(n_rows)[0]
+    grid, stages = _launch.pipelined_grid(tiles, launch.block_rows * launch.block_cols * dtype.itemsize, torch.device(gems.device))
+    assert stages > 1 and grid[0] == min(tiles, _launch.multiprocessors(torch.device(gems.device)))
+    _check(op, randn(n_rows, 100, dtype=dtype, seed=8), -1)
 
 
 def test_wider_than_fused_limit(op):

@@ -23,9 +23,17 @@ __all__ = [
     "TILE_SIZE",
     "REDUCE_BLOCK_SIZE",
     "COLUMN_BLOCK",
+    "COLUMN_WARPS",
+    "COLUMN_STAGES",
+    "COLUMN_TARGET_PROGRAMS",
     "TARGET_PROGRAMS",
+    "PIPELINE_MIN_BYTES",
+    "PIPELINE_SMEM_BYTES",
+    "PIPELINE_MAX_STAGES",
     "RowLaunch",
     "row_launch",
+    "pipelined_grid",
+    "multiprocessors",
     "column_launch",
     "pointwise_launch",
     "ReduceLaunch",
@@ -54,11 +62,29 @@ REDUCE_BLOCK_SIZE = 4096
 # Elements per program tile when several short rows share one program.
 TILE_SIZE = 4096
 # Columns per program when a reduction runs over a middle axis (n_inner > 1).
-COLUMN_BLOCK = 128
+COLUMN_BLOCK = 256
+# Most warps of a column program: 4 beat 8 on an H200 (fp32 8192x8192 over dim 0).
+COLUMN_WARPS = 4
+# Chunks a column program prefetches into shared memory, and the programs a
+# split column reduction aims for: with prefetch, 4 programs per H200
+# multiprocessor rather than 8. fp32 sum and amax of [65536, 1024] over dim 0
+# reach 85 % of copy bandwidth, against 72-81 % with 8 programs and no
+# prefetch. (Row programs read whole contiguous chunks and gain nothing.)
+COLUMN_STAGES = 2
+COLUMN_TARGET_PROGRAMS = 528
 # About how many programs keep an H200 (132 SMs) busy with enough loads in
 # flight; reductions with fewer output tiles than this split the reduced axis
 # into partial results.
 TARGET_PROGRAMS = 1056
+# A fused row tile of at least this many bytes is too big for two programs
+# to share a multiprocessor, so one program would wait on its loads with
+# nothing to overlap: such rows run on a persistent grid of one program per
+# multiprocessor that prefetches its next tiles into shared memory.
+PIPELINE_MIN_BYTES = 64 << 10
+# Shared memory the prefetched tiles may take (an H200 has 227 KiB per
+# program), and the most tiles in flight.
+PIPELINE_SMEM_BYTES = 192 << 10
+PIPELINE_MAX_STAGES = 3
 
 
 # Plain-Python ceil-div and power of two: triton.cdiv / next_power_of_2 go
@@ -119,6 +145,30 @@ def _row_launch(n_rows: int, n_cols: int, max_fused: int, loop_block: int, tile:
     return RowLaunch(1, block, False, num_warps_for(block))
 
 
+def pipelined_grid(n_tiles: int, tile_bytes: int, device: torch.device) -> tuple[tuple[int], int]:
+    """(grid, stages) for a kernel that walks ``n_tiles`` tiles of
+    ``tile_bytes`` with ``tl.range(pid, n_tiles, programs, num_stages=stages)``:
+    one program per tile and no prefetch for small tiles; a persistent grid
+    with up to PIPELINE_MAX_STAGES tiles in flight for large ones."""
+    stages = min(PIPELINE_MAX_STAGES, PIPELINE_SMEM_BYTES // max(tile_bytes, 1))
+    if tile_bytes < PIPELINE_MIN_BYTES or stages < 2:
+        return (n_tiles,), 1
+    return (min(n_tiles, multiprocessors(device)),), stages
+
+
+def multiprocessors(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; 4 elsewhere (Triton's CPU
+    interpreter), so persistent kernels still walk several tiles per program."""
+    if device.type != "cuda":
+        return 4
+    return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def column_launch(n_reduce: int, n_inner: int) -> tuple[int, int, bool, int]:
     """Tile for an (outer, n_reduce, n_inner) problem reduced along the middle
     axis with the inner axis contiguous: returns (BLOCK_N, BLOCK_K, fused,
@@ -136,12 +186,15 @@ def _column_launch(n_reduce: int, n_inner: int, max_fused: int, loop_block: int)
     return block_n, block_k, False, num_warps_for(block_n * block_k)
 
 
-def pointwise_launch(n_elements: int) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps) for an elementwise kernel: 8-16 elements per
-    thread, so fp32/fp16 loads vectorise to 128 bits."""
-    if n_elements >= 1 << 22:
-        return 4096, 8
-    return 1024, 4
+def pointwise_launch(n_elements: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps) for an elementwise kernel writing elements of
+    ``element_size`` bytes: 4 warps; on large tensors each thread owns 32
+    bytes (two 128-bit vectors). H200, 128 MiB per operand: fp32 add, silu and
+    gelu reach 98-101 % of copy bandwidth and bf16 gelu 93 %, against 94-96 %
+    and 91 % with the earlier blocks of 4096 elements over 8 warps."""
+    if n_elements < 1 << 22:
+        return 1024, 4
+    return 128 * max(1, 32 // element_size), 4
 
 
 @dataclass(frozen=True)
@@ -161,18 +214,22 @@ class ReduceLaunch:
     n_splits: int
     per_split: int
     num_warps: int
+    stages: int  # column kernel: chunks prefetched into shared memory (1: none)
 
 
 def reduce_launch(n_outer: int, n_reduce: int, n_inner: int) -> ReduceLaunch:
     """Tile and split for a reduction over the middle axis of a row-major
     (n_outer, n_reduce, n_inner) tensor."""
-    return _reduce_launch(n_outer, n_reduce, n_inner, REDUCE_BLOCK_SIZE, TILE_SIZE, TARGET_PROGRAMS, COLUMN_BLOCK)
+    target = TARGET_PROGRAMS if n_inner == 1 else COLUMN_TARGET_PROGRAMS
+    return _reduce_launch(
+        n_outer, n_reduce, n_inner, REDUCE_BLOCK_SIZE, TILE_SIZE, target, COLUMN_BLOCK, COLUMN_WARPS, COLUMN_STAGES
+    )
 
 
 @functools.lru_cache(maxsize=4096)
 def _reduce_launch(
     n_outer: int, n_reduce: int, n_inner: int, reduce_block: int, tile_size: int, target_programs: int,
-    column_block: int,
+    column_block: int, column_warps: int, stages: int,
 ) -> ReduceLaunch:
     width = next_pow2(max(n_reduce, 1))
     if n_inner == 1:
@@ -183,6 +240,11 @@ def _reduce_launch(
         programs = cdiv(n_outer, block_outer)
     else:
         block_inner = min(next_pow2(n_inner), column_block)
+        # A short reduced axis (the partial results of a split, say) fits one
+        # tile of narrower column blocks: one load per program, not a chain of
+        # dependent ones. 16 fp32 columns are one 64-byte segment per row.
+        if width * block_inner > tile_size and width * 16 <= tile_size:
+            block_inner = tile_size // width
         block_reduce = min(width, max(1, tile_size // block_inner))
         block_outer = 1
         programs = n_outer * cdiv(n_inner, block_inner)
@@ -195,9 +257,8 @@ def _reduce_launch(
     per_split = cdiv(chunks, n_splits) * block_reduce
     n_splits = cdiv(max(n_reduce, 1), per_split)
     tile = block_outer * block_reduce * block_inner
-    # Column tiles: 4 warps beat 8 on an H200 (fp32 8192x8192 over dim 0).
-    num_warps = num_warps_for(tile) if n_inner == 1 else min(4, num_warps_for(tile))
-    return ReduceLaunch(block_outer, block_reduce, block_inner, n_splits, per_split, num_warps)
+    num_warps = num_warps_for(tile) if n_inner == 1 else min(column_warps, num_warps_for(tile))
+    return ReduceLaunch(block_outer, block_reduce, block_inner, n_splits, per_split, num_warps, stages)
 
 
 def dense_permutation(t: torch.Tensor) -> list[int] | None:

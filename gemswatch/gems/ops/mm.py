@@ -26,7 +26,7 @@ import functools
 import torch
 
 from .._device import interpreted  # noqa: I001  (must precede triton)
-from ._launch import cdiv, next_pow2
+from ._launch import cdiv, multiprocessors, next_pow2
 from ._tune import bench, fastest
 import triton
 import triton.language as tl
@@ -476,15 +476,10 @@ def _split(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tile: tuple, sp
     )  # fmt: skip
 
 
-@functools.cache
-def _multiprocessors(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _split_candidates(mat1: torch.Tensor, M: int, N: int, K: int) -> list[tuple[tuple, int]]:
     """(tile, splits) pairs worth timing: tiles no larger than the problem,
     at least two K tiles per split, at most 8 programs per multiprocessor."""
-    sms = _multiprocessors(mat1.device.index or 0)
+    sms = multiprocessors(mat1.device)
     plans = []
     for tile in _SPLIT_TILES[mat1.element_size()]:
         bm, bn, bk = tile[:3]
@@ -519,7 +514,7 @@ def _split_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, restore: b
 
 def _few_tiles(mat1: torch.Tensor, M: int, N: int) -> bool:
     """Fewer 128 x 128 output tiles than the GPU has multiprocessors."""
-    return cdiv(M, 128) * cdiv(N, 128) < _multiprocessors(mat1.device.index or 0)
+    return cdiv(M, 128) * cdiv(N, 128) < multiprocessors(mat1.device)
 
 
 def _k_major(mat1: torch.Tensor, mat2: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor]:

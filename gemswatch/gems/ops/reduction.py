@@ -80,7 +80,7 @@ def _reduce_rows_kernel(
 def _reduce_columns_kernel(
     x_ptr, out_ptr, scale, n_reduce, n_inner, rows_per_split,
     IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
 ):  # fmt: skip
     """out[a, s, k] = scale * sum(x[a, n, k] for n in split s), or max(...) for IS_MAX;
     x is (n_outer, n_reduce, n_inner) row-major, out is (n_outer, n_splits, n_inner)."""
@@ -95,7 +95,7 @@ def _reduce_columns_kernel(
     n_start = split * rows_per_split
     n_end = tl.minimum(n_start + rows_per_split, n_reduce)
     acc = tl.full((BLOCK_N, BLOCK_K), IDENTITY, ACC)
-    for start in range(n_start, n_end, BLOCK_N):
+    for start in tl.range(n_start, n_end, BLOCK_N, num_stages=STAGES):
         n = start + tl.arange(0, BLOCK_N)
         mask = (n < n_end)[:, None] & inner_mask[None, :]
         x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=IDENTITY).to(ACC)
@@ -154,7 +154,7 @@ def _reduce_3d(
         grid = (n_outer * _launch.cdiv(n_inner, launch.block_inner), launch.n_splits)
         _reduce_columns_kernel[grid](
             x, dst, scale, n_reduce, n_inner, launch.per_split,
-            BLOCK_N=launch.block_reduce, BLOCK_K=launch.block_inner, **meta,
+            BLOCK_N=launch.block_reduce, BLOCK_K=launch.block_inner, STAGES=launch.stages, **meta,
         )  # fmt: skip
     if split:
         return _reduce_3d(dst, n_outer, launch.n_splits, n_inner, is_max, out_dtype, acc_dtype, scale)

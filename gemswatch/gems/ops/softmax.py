@@ -23,13 +23,16 @@ __all__ = ["softmax", "log_softmax"]
 @triton.jit
 def _softmax_tile(x, AXIS: tl.constexpr, LOG: tl.constexpr):
     """softmax (LOG: log_softmax) of a tile along AXIS: exp(x - max) / sum(exp(x - max))."""
-    shifted = x - tl.max(x, AXIS, keep_dims=True)
-    numerator = tl.exp(shifted)
-    denominator = tl.sum(numerator, AXIS, keep_dims=True)
+    row_max = tl.max(x, AXIS, keep_dims=True)
     if LOG:
-        y = shifted - tl.log(denominator)
+        shifted = x - row_max
+        y = shifted - tl.log(tl.sum(tl.exp(shifted), AXIS, keep_dims=True))
     else:
-        y = numerator / denominator
+        # exp(x - max) as exp2(x * log2(e) - max * log2(e)): one FMA before
+        # the exp2 per element. One division per row: a full-precision divide
+        # per element made 16-bit rows of 32768 compute-bound on an H200.
+        numerator = tl.math.exp2(x * 1.4426950408889634 - row_max * 1.4426950408889634)
+        y = numerator * (1.0 / tl.sum(numerator, AXIS, keep_dims=True))
     return y
 
 
@@ -45,21 +48,27 @@ def _online_update(m, d, x):
 
 
 @triton.jit
-def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, LOG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _softmax_rows_kernel(
+    x_ptr, y_ptr, n_rows, n_cols, LOG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr
+):
     """y = exp(x - max(x)) / sum(exp(x - max(x))) per row (LOG: y = x - max - log(sum));
-    BLOCK_M whole rows of a contiguous (n_rows, n_cols) x per program."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    BLOCK_M whole rows of a contiguous (n_rows, n_cols) x per tile. A program
+    walks tiles pid, pid + programs, ...; STAGES > 1 prefetches the next
+    tiles into shared memory while this one is reduced and written."""
     cols = tl.arange(0, BLOCK_N)
-    # Padding rows re-read the last row, so no lane computes -inf - -inf.
-    load_rows = tl.minimum(rows, n_rows - 1)
-    x = tl.load(
-        x_ptr + load_rows.to(tl.int64)[:, None] * n_cols + cols[None, :],
-        mask=(cols < n_cols)[None, :],
-        other=float("-inf"),
-    ).to(tl.float32)
-    y = _softmax_tile(x, 1, LOG)
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    tl.store(y_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], y, mask=mask)
+    n_tiles = tl.cdiv(n_rows, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), num_stages=STAGES):
+        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        # Padding rows re-read the last row, so no lane computes -inf - -inf.
+        load_rows = tl.minimum(rows, n_rows - 1)
+        x = tl.load(
+            x_ptr + load_rows.to(tl.int64)[:, None] * n_cols + cols[None, :],
+            mask=(cols < n_cols)[None, :],
+            other=float("-inf"),
+        ).to(tl.float32)
+        y = _softmax_tile(x, 1, LOG)
+        mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+        tl.store(y_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], y, mask=mask)
 
 
 @triton.jit
@@ -78,6 +87,7 @@ def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N
     row_max = tl.max(m, 0)
     row_sum = tl.sum(d * tl.exp(m - row_max), 0)
     log_sum = tl.log(row_sum)
+    inv_sum = 1.0 / row_sum
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < n_cols
@@ -85,7 +95,7 @@ def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N
         if LOG:
             y = x - row_max - log_sum
         else:
-            y = tl.exp(x - row_max) / row_sum
+            y = tl.exp(x - row_max) * inv_sum
         tl.store(y_row + cols, y, mask=mask)
 
 
@@ -126,6 +136,7 @@ def _softmax_columns_kernel(
         col_max = tl.max(m, 0)
         col_sum = tl.sum(d * tl.exp(m - col_max[None, :]), 0)
         log_sum = tl.log(col_sum)
+        inv_sum = 1.0 / col_sum
         for start in range(0, n_reduce, BLOCK_N):
             n = start + tl.arange(0, BLOCK_N)
             mask = (n < n_reduce)[:, None] & inner_mask[None, :]
@@ -134,7 +145,7 @@ def _softmax_columns_kernel(
             if LOG:
                 y = x - col_max[None, :] - log_sum[None, :]
             else:
-                y = tl.exp(x - col_max[None, :]) / col_sum[None, :]
+                y = tl.exp(x - col_max[None, :]) * inv_sum[None, :]
             tl.store(y_slab + offs, y, mask=mask)
 
 
@@ -169,9 +180,11 @@ def _softmax(input: torch.Tensor, dim: int, dtype: torch.dtype | None, log: bool
     if n_inner == 1:
         launch = _launch.row_launch(n_outer, n)
         if launch.fused:
-            _softmax_rows_kernel[launch.grid(n_outer)](
+            tile_bytes = launch.block_rows * launch.block_cols * x.element_size()
+            grid, stages = _launch.pipelined_grid(launch.grid(n_outer)[0], tile_bytes, x.device)
+            _softmax_rows_kernel[grid](
                 x, y, n_outer, n, LOG=log, BLOCK_M=launch.block_rows, BLOCK_N=launch.block_cols,
-                num_warps=launch.num_warps,
+                STAGES=stages, num_warps=launch.num_warps,
             )  # fmt: skip
         else:
             _softmax_rows_online_kernel[(n_outer,)](
