@@ -83,6 +83,8 @@ def bandwidth(report: dict, min_bytes: int = 256 << 20, goal_pct: float = 85.0) 
     misses = [f"{op} {shape_text(c)} {c['dtype']} {c['pct_of_copy']:.1f} %" for op, c in big if c["pct_of_copy"] < goal_pct]
     lines = [f"memory-bound cases moving >= {min_bytes >> 20} MiB at >= {goal_pct:.0f} % of copy bandwidth: "
              f"{len(big) - len(misses)} of {len(big)}"]
+    lowest = sorted(big, key=lambda oc: oc[1]["pct_of_copy"])[:3]
+    lines.append("  lowest: " + "; ".join(f"{op} {shape_text(c)} {c['dtype']} {c['pct_of_copy']:.1f} %" for op, c in lowest))
     return lines + [f"  below: {m}" for m in misses]
 
 

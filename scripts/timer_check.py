@@ -4,6 +4,8 @@
 
 - the device-to-device copy bandwidth (the ceiling for memory-bound ops);
 - the L2 flush: a copy whose data fits in L2, timed with and without it;
+  a 256 MiB read timed with the flush, and with an overwrite-only flush that
+  leaves L2 full of dirty lines;
 - host overhead: a kernel behind 0.3 ms of Python, and the same kernel bare;
 - hidden work: matmuls on a side stream, against the same on the timed stream.
 """
@@ -22,6 +24,14 @@ from _unit_helpers import matmuls_on_two_streams  # noqa: E402
 from gemswatch.testing.benchmark.timing import CudaEventTimer, copy_bandwidth_gbps  # noqa: E402
 
 
+class OverwriteOnlyTimer(CudaEventTimer):
+    """The flush without its read pass: L2 is left full of dirty lines."""
+
+    def _flush(self) -> None:
+        super()._flush()
+        self._flush_buffers[0].zero_()
+
+
 def main() -> None:
     timer = CudaEventTimer("cuda", warmup_ms=25, iter_ms=100)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -32,6 +42,9 @@ def main() -> None:
     hot = CudaEventTimer("cuda", 25, 100, flush_l2=False)(lambda: y.copy_(x))
     cold = timer(lambda: y.copy_(x))
     print(f"16 MiB copy: {hot * 1e3:.1f} us without the L2 flush, {cold * 1e3:.1f} us with it ({cold / hot:.2f}x)")
+    big = torch.randn(64 << 20, device="cuda")
+    clean, dirty = timer(big.sum), OverwriteOnlyTimer("cuda", 25, 100)(big.sum)
+    print(f"256 MiB sum: {clean * 1e3:.1f} us after the flush, {dirty * 1e3:.1f} us after an overwrite-only flush")
 
     def slow_host():
         end = time.perf_counter() + 0.3e-3

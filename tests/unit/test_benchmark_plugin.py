@@ -24,7 +24,7 @@ pytest_plugins = ["pytester"]
 DEVICE = gemswatch.gems.device
 INTERPRETED = gemswatch.gems.interpreted
 BACKEND = "cpu" if DEVICE == "cpu" else "nvidia"
-TIMER = "wall_clock(median)" if DEVICE == "cpu" else "cuda_events(median, l2_flush, host_overhead_hidden, off_stream_work_added)"
+TIMER = "wall_clock(median)" if DEVICE == "cpu" else "cuda_events(median, clean_l2_flush, host_overhead_hidden, off_stream_work_added)"
 
 PROBE = "gw_bench_probe"
 
