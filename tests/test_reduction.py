@@ -119,6 +119,16 @@ def test_reduce_split(op, case, monkeypatch):
     _check(op, x, dim)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_short_reduced_axis_of_wide_columns(op):
+    # The shape of a split's second pass: 100 partial rows of 300 columns fit
+    # one tile of narrower column blocks, read with a single load each.
+    launch = _launch.reduce_launch(1, 100, 300)
+    assert launch.block_reduce >= 100 and launch.n_splits == 1
+    assert launch.block_inner < min(_launch.COLUMN_BLOCK, 300)
+    _check(op, _randn(100, 300, seed=9), 0)
+
+
 @pytest.mark.sum
 @pytest.mark.mean
 def test_reduce_split_unpatched():
