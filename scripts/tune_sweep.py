@@ -51,7 +51,7 @@ def softmax_variants(small: bool):
             if shape[1] < 32768 and warps != 16:
                 continue
             yield f"{name} persistent, {stages} stages, {warps} warps", patched(
-                PIPELINE_MIN_BYTES=0, PIPELINE_MAX_STAGES=stages,
+                PIPELINE_MIN_BYTES=0, PIPELINE_STAGES=stages, PIPELINE_SMEM_RESERVE=0,
                 num_warps_for=warps_at_least(256 if small else 16384, warps)), call
 
 

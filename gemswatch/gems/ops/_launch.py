@@ -28,12 +28,13 @@ __all__ = [
     "COLUMN_TARGET_PROGRAMS",
     "TARGET_PROGRAMS",
     "PIPELINE_MIN_BYTES",
-    "PIPELINE_SMEM_BYTES",
-    "PIPELINE_MAX_STAGES",
+    "PIPELINE_STAGES",
+    "PIPELINE_SMEM_RESERVE",
     "RowLaunch",
     "row_launch",
     "pipelined_grid",
     "multiprocessors",
+    "shared_memory",
     "column_launch",
     "pointwise_launch",
     "ReduceLaunch",
@@ -79,12 +80,12 @@ TARGET_PROGRAMS = 1056
 # A fused row tile of at least this many bytes is too big for two programs
 # to share a multiprocessor, so one program would wait on its loads with
 # nothing to overlap: such rows run on a persistent grid of one program per
-# multiprocessor that prefetches its next tiles into shared memory.
+# multiprocessor that prefetches its next PIPELINE_STAGES tiles into shared
+# memory, where they fit beside PIPELINE_SMEM_RESERVE bytes of scratch. On an
+# H200 two stages were slower than none, hence no fallback to fewer.
 PIPELINE_MIN_BYTES = 64 << 10
-# Shared memory the prefetched tiles may take (an H200 has 227 KiB per
-# program), and the most tiles in flight.
-PIPELINE_SMEM_BYTES = 192 << 10
-PIPELINE_MAX_STAGES = 3
+PIPELINE_STAGES = 3
+PIPELINE_SMEM_RESERVE = 16 << 10
 
 
 # Plain-Python ceil-div and power of two: triton.cdiv / next_power_of_2 go
@@ -148,12 +149,12 @@ def _row_launch(n_rows: int, n_cols: int, max_fused: int, loop_block: int, tile:
 def pipelined_grid(n_tiles: int, tile_bytes: int, device: torch.device) -> tuple[tuple[int], int]:
     """(grid, stages) for a kernel that walks ``n_tiles`` tiles of
     ``tile_bytes`` with ``tl.range(pid, n_tiles, programs, num_stages=stages)``:
-    one program per tile and no prefetch for small tiles; a persistent grid
-    with up to PIPELINE_MAX_STAGES tiles in flight for large ones."""
-    stages = min(PIPELINE_MAX_STAGES, PIPELINE_SMEM_BYTES // max(tile_bytes, 1))
-    if tile_bytes < PIPELINE_MIN_BYTES or stages < 2:
+    one program per tile and no prefetch for small tiles, or where the
+    prefetched tiles would not fit in shared memory; else a persistent grid."""
+    fits = PIPELINE_STAGES * tile_bytes + PIPELINE_SMEM_RESERVE <= shared_memory(device)
+    if tile_bytes < PIPELINE_MIN_BYTES or not fits:
         return (n_tiles,), 1
-    return (min(n_tiles, multiprocessors(device)),), stages
+    return (min(n_tiles, multiprocessors(device)),), PIPELINE_STAGES
 
 
 def multiprocessors(device: torch.device) -> int:
@@ -161,12 +162,31 @@ def multiprocessors(device: torch.device) -> int:
     interpreter), so persistent kernels still walk several tiles per program."""
     if device.type != "cuda":
         return 4
-    return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+    return _multiprocessors(_index(device))
+
+
+def shared_memory(device: torch.device) -> int:
+    """Bytes of shared memory one program may use (227 KiB on an H200,
+    163 KiB on an A100); no limit under Triton's CPU interpreter."""
+    if device.type != "cuda":
+        return 1 << 40
+    return _shared_memory(_index(device))
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 @functools.cache
 def _multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.cache
+def _shared_memory(index: int) -> int:
+    # The opt-in limit is the one Triton compiles against; a torch without
+    # the field gets no prefetch rather than an out-of-resources error.
+    return getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", 0)
 
 
 def column_launch(n_reduce: int, n_inner: int) -> tuple[int, int, bool, int]:
