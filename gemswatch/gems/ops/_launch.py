@@ -68,8 +68,8 @@ COLUMN_BLOCK = 256
 COLUMN_WARPS = 4
 # Chunks a column program prefetches into shared memory, and the programs a
 # split column reduction aims for: with prefetch, 4 programs per H200
-# multiprocessor rather than 8. fp32 sum and amax of [65536, 1024] over dim 0
-# reach 85 % of copy bandwidth, against 72-81 % with 8 programs and no
+# multiprocessor rather than 8. H200, fp32 sum and amax of [65536, 1024] over
+# dim 0: 84-85 % of copy bandwidth, against 72-81 % with 8 programs and no
 # prefetch. (Row programs read whole contiguous chunks and gain nothing.)
 COLUMN_STAGES = 2
 COLUMN_TARGET_PROGRAMS = 528
@@ -209,9 +209,9 @@ def _column_launch(n_reduce: int, n_inner: int, max_fused: int, loop_block: int)
 def pointwise_launch(n_elements: int, element_size: int) -> tuple[int, int]:
     """(BLOCK_SIZE, num_warps) for an elementwise kernel writing elements of
     ``element_size`` bytes: 4 warps; on large tensors each thread owns 32
-    bytes (two 128-bit vectors). H200, 128 MiB per operand: fp32 add, silu and
-    gelu reach 98-101 % of copy bandwidth and bf16 gelu 93 %, against 94-96 %
-    and 91 % with the earlier blocks of 4096 elements over 8 warps."""
+    bytes (two 128-bit vectors). H200, 128 MiB per operand: fp32 silu and gelu
+    reach 98 % of copy bandwidth and bf16 gelu 93 %, against 94-96 % and 91 %
+    with the earlier blocks of 4096 elements over 8 warps."""
     if n_elements < 1 << 22:
         return 1024, 4
     return 128 * max(1, 32 // element_size), 4

@@ -3,8 +3,9 @@
 The input is viewed in memory order as (outer, n, inner) with the softmax dim
 in the middle. With inner == 1 the rows are contiguous: short rows are packed
 several per program, rows up to ``_launch.MAX_FUSED_SIZE`` take one pass in
-registers, wider rows an online pass (running max and rescaled sum) followed
-by a write pass. With inner > 1 a program owns a block of contiguous columns
+registers (tiles of 64 KiB and more on a persistent grid that prefetches the
+next rows, see ``_launch.pipelined_grid``), wider rows an online pass
+(running max and rescaled sum) followed by a write pass. With inner > 1 a program owns a block of contiguous columns
 of one slab and does the same down the columns. Math in fp32.
 """
 
