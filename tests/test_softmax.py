@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gemswatch import gems
+from gemswatch.gems.ops import _launch
 from _softmax_family import *  # noqa: F401,F403  (the family's shared cases)
 from _softmax_family import randn
 
@@ -34,3 +35,26 @@ def test_softmax_transposed_keeps_layout():
 def test_softmax_all_negative_infinity_row_is_nan():
     x = torch.full((2, 50), -math.inf, device=gems.device)
     assert gems.softmax(x, -1).isnan().all()
+
+
+@pytest.mark.gems_impl
+@pytest.mark.parametrize(
+    "shared_memory, n_cols, dtype, prefetch",
+    [
+        (232448, 32768, torch.bfloat16, True),  # H200: three 64 KiB rows fit
+        (166912, 32768, torch.bfloat16, False),  # A100: they would not
+        (232448, 32768, torch.float32, False),  # 128 KiB rows
+        (232448, 16384, torch.bfloat16, False),  # 32 KiB rows: two programs share a multiprocessor
+    ],
+    ids=["h200-16bit", "a100-16bit", "h200-fp32", "h200-narrow"],
+)
+def test_wide_rows_prefetch_only_where_shared_memory_allows(monkeypatch, shared_memory, n_cols, dtype, prefetch):
+    monkeypatch.setattr(_launch, "shared_memory", lambda device: shared_memory)
+    monkeypatch.setattr(_launch, "multiprocessors", lambda device: 132)
+    launch = _launch.row_launch(4096, n_cols)
+    tile_bytes = launch.block_rows * launch.block_cols * dtype.itemsize
+    grid, stages = _launch.pipelined_grid(launch.grid(4096)[0], tile_bytes, torch.device("cuda", 0))
+    if prefetch:
+        assert grid == (132,) and stages * tile_bytes <= shared_memory
+    else:
+        assert grid == launch.grid(4096) and stages == 1
