@@ -38,9 +38,13 @@ def _ref_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return to_reference(a) @ to_reference(b)
 
 
+def _shape_id(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
 @pytest.mark.mm
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", SHAPES, ids=_shape_id)
 def test_mm(shape, dtype):
     M, N, K = shape
     a, b = _operands(M, N, K, dtype)
@@ -126,7 +130,7 @@ SCALES = [(1, 1), (0.5, 2.0), (0, 1.5), (-1, 0)]  # (beta, alpha)
 @pytest.mark.addmm
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bias", list(BIASES))
-@pytest.mark.parametrize("shape", [(16, 33, 64), (33, 100, 16)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(16, 33, 64), (33, 100, 16)], ids=_shape_id)
 def test_addmm_bias(shape, bias, dtype):
     M, N, K = shape
     a, b = _operands(M, N, K, dtype)
@@ -232,7 +236,7 @@ tuned_on_gpu = pytest.mark.skipif(gems.device != "cuda", reason="tuning happens 
 @pytest.mark.addmm_
 @tuned_on_gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(256, 256, 512), (16, 512, 4096), (2048, 2048, 64)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(256, 256, 512), (16, 512, 4096), (2048, 2048, 64)], ids=_shape_id)
 def test_addmm_inplace_first_tuned_call(shape, dtype):
     M, N, K = shape
     a, b = _operands(M, N, K, dtype)
@@ -245,7 +249,7 @@ def test_addmm_inplace_first_tuned_call(shape, dtype):
 @pytest.mark.mm
 @tuned_on_gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(16, 1024, 4096), (1024, 16, 4096), (512, 512, 2048)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(16, 1024, 4096), (1024, 16, 4096), (512, 512, 2048)], ids=_shape_id)
 def test_mm_few_output_tiles(shape, dtype):
     M, N, K = shape
     a, b = _operands(M, N, K, dtype, "nt")

@@ -35,6 +35,7 @@ __all__ = [
     "pipelined_grid",
     "multiprocessors",
     "shared_memory",
+    "device_index",
     "column_launch",
     "pointwise_launch",
     "ReduceLaunch",
@@ -151,8 +152,7 @@ def pipelined_grid(n_tiles: int, tile_bytes: int, device: torch.device) -> tuple
     ``tile_bytes`` with ``tl.range(pid, n_tiles, programs, num_stages=stages)``:
     one program per tile and no prefetch for small tiles, or where the
     prefetched tiles would not fit in shared memory; else a persistent grid."""
-    fits = PIPELINE_STAGES * tile_bytes + PIPELINE_SMEM_RESERVE <= shared_memory(device)
-    if tile_bytes < PIPELINE_MIN_BYTES or not fits:
+    if tile_bytes < PIPELINE_MIN_BYTES or PIPELINE_STAGES * tile_bytes + PIPELINE_SMEM_RESERVE > shared_memory(device):
         return (n_tiles,), 1
     return (min(n_tiles, multiprocessors(device)),), PIPELINE_STAGES
 
@@ -162,7 +162,7 @@ def multiprocessors(device: torch.device) -> int:
     interpreter), so persistent kernels still walk several tiles per program."""
     if device.type != "cuda":
         return 4
-    return _multiprocessors(_index(device))
+    return _multiprocessors(device_index(device))
 
 
 def shared_memory(device: torch.device) -> int:
@@ -170,10 +170,11 @@ def shared_memory(device: torch.device) -> int:
     163 KiB on an A100); no limit under Triton's CPU interpreter."""
     if device.type != "cuda":
         return 1 << 40
-    return _shared_memory(_index(device))
+    return _shared_memory(device_index(device))
 
 
-def _index(device: torch.device) -> int:
+def device_index(device: torch.device) -> int:
+    """The CUDA device ``device`` names ("cuda" alone: the current one)."""
     return device.index if device.index is not None else torch.cuda.current_device()
 
 

@@ -26,7 +26,7 @@ import functools
 import torch
 
 from .._device import interpreted  # noqa: I001  (must precede triton)
-from ._launch import cdiv, multiprocessors, next_pow2
+from ._launch import cdiv, device_index, multiprocessors, next_pow2
 from ._tune import bench, fastest
 import triton
 import triton.language as tl
@@ -398,7 +398,7 @@ def _use_tma(mat1: torch.Tensor, mat2: torch.Tensor, out: torch.Tensor, tuned: b
     """
     if not tuned or mat1.dtype not in TMA_DTYPES or not mat1.is_cuda or mat1.shape[1] == 0:
         return False
-    if not _has_tma(mat1.device.index or 0):
+    if not _has_tma(device_index(mat1.device)):
         return False
     views = [_tma_view(t) for t in (mat1, mat2, out)]
     return all(v is not None for v in views) and not views[0][1] and not views[2][1]
@@ -417,7 +417,7 @@ def _dot_precision(t: torch.Tensor, upcast: bool) -> str:
         return "ieee"
     if t.dtype != torch.float32:
         return "tf32"
-    if interpreted or not t.is_cuda or not _has_tf32(t.device.index or 0):
+    if interpreted or not t.is_cuda or not _has_tf32(device_index(t.device)):
         return "ieee"
     return FP32_PRECISION
 
@@ -446,11 +446,19 @@ def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, r
         )  # fmt: skip
         return
     kernel, meta = (_kernel_tuned[restore], {}) if tuned else (_kernel, _heuristic_meta(M, N, K))
-    kernel[grid](
-        mat1, mat2, out, bias_arg, out, M, N, K,
+    # No partials (the output stands in for the unused pointer); one split of all K tiles.
+    kernel[grid](*_pointer_args(mat1, mat2, out, bias_arg, out, alpha, beta, K), SPLIT_K=False, **common, **meta)
+
+
+def _pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, k_tiles_per_split: int) -> tuple:
+    """The positional arguments of ``_addmm_kernel``, up to K_TILES_PER_SPLIT."""
+    M, K = mat1.shape
+    N = mat2.shape[1]
+    return (
+        mat1, mat2, out, bias_arg, partials, M, N, K,
         mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
         out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
-        float(alpha), float(beta), K, SPLIT_K=False, **common, **meta,
+        float(alpha), float(beta), k_tiles_per_split,
     )  # fmt: skip
 
 
@@ -463,10 +471,7 @@ def _split(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tile: tuple, sp
     per_split = cdiv(cdiv(K, bk), splits)
     partials = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
     _kernel[(cdiv(M, bm) * cdiv(N, bn), splits)](
-        mat1, mat2, out, bias_arg, partials, M, N, K,
-        mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
-        out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
-        float(alpha), float(beta), per_split, SPLIT_K=True, **common,
+        *_pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, per_split), SPLIT_K=True, **common,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_stages=stages, num_warps=warps,
     )  # fmt: skip
     _sum_splits_kernel[(cdiv(M, _SUM_BLOCK_M), cdiv(N, _SUM_BLOCK_N))](
