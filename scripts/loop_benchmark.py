@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from gemswatch.watch.config import load_config  # noqa: E402
 from gemswatch.watch.mapping import CandidateMap  # noqa: E402
-from gemswatch.watch.pipeline import base_env, stage_command  # noqa: E402
-from gemswatch.watch.runner import run_process  # noqa: E402
-from gemswatch.watch.warmstart import WarmStarter  # noqa: E402
+from gemswatch.watch.stage.plan import base_env, stage_command  # noqa: E402
+from gemswatch.watch.stage.supervise import run_process  # noqa: E402
+from gemswatch.watch.stage.warm import WarmStarter  # noqa: E402
 
 PY = sys.executable
 SOFTMAX = "candidates/softmax_v2.py"
@@ -58,7 +58,7 @@ GOALS = {
 def scratch_copy(dest: Path) -> Path:
     """The project without its history, run folders, unit tests or the package
     itself (stages import the installed gemswatch, as in a user's checkout)."""
-    ignore = shutil.ignore_patterns(".git", ".gemswatch", "__pycache__", "*.egg-info", "unit", "gemswatch", "scripts", ".triton")
+    ignore = shutil.ignore_patterns(".git", ".gemswatch", "__pycache__", "*.egg-info", "unit", "e2e", "gemswatch", "scripts", ".triton")
     shutil.copytree(ROOT, dest, ignore=ignore)
     return dest
 
@@ -350,7 +350,7 @@ def _children(pid: int) -> list[int]:
 
 def idle(watcher: Watcher, seconds: float = 10.0) -> dict[str, float]:
     pid = watcher.proc.pid
-    pools = [c for c in _children(pid) if b"warm.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    pools = [c for c in _children(pid) if b"warmpool/server.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
     hz = os.sysconf("SC_CLK_TCK")
     t0, c0 = time.monotonic(), _ticks(pid)
     p0 = sum(_ticks(p) for p in pools)

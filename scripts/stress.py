@@ -3,7 +3,7 @@
     python scripts/stress.py [--saves 200] [--files 10] [--seconds 60] [--seed 7] [--cold] [--keep]
 
 Runs ``gemswatch --json`` on a scratch copy of the torch-free project of
-tests/unit/test_watch_e2e.py, with candidates whose stages take about
+tests/e2e/test_watch_e2e.py, with candidates whose stages take about
 0.2-1 s, and prints its figures:
 
 1. **Saves.** ``--saves`` saves spread over ``--files`` files within
@@ -22,7 +22,7 @@ tests/unit/test_watch_e2e.py, with candidates whose stages take about
    and ``.gemswatch/history.jsonl`` must be whole lines of JSON.
 
 Exit status 0 when every check holds, 1 otherwise. ``run_stress`` is the
-same thing as a function (tests/unit/test_stress.py runs a short version).
+same thing as a function (tests/e2e/test_stress.py runs a short version).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
-from _unit_helpers import write_files  # noqa: E402
+from _e2e_helpers import write_files  # noqa: E402
 from test_watch_e2e import FILES  # noqa: E402  (the torch-free project)
 
 PY = sys.executable

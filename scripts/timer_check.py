@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
-from _unit_helpers import matmuls_on_two_streams  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+from _e2e_helpers import matmuls_on_two_streams  # noqa: E402
 
 from gemswatch.testing.benchmark.timing import CudaEventTimer, copy_bandwidth_gbps  # noqa: E402
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from .integrity import IntegrityError
-from .overrides import SessionOverrides, add_report_options, write_json_atomic
+from .session_overrides import SessionOverrides, add_report_options, write_json_atomic
 
 __all__ = ["CorrectnessPlugin", "SCHEMA"]
 

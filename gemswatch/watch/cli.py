@@ -258,7 +258,7 @@ def _show_until(out: _Output, stop: threading.Event, poll: float) -> None:
 
 def _install_signals(stop: threading.Event) -> Callable[[], None]:
     """SIGINT/SIGTERM/SIGHUP set ``stop``; a second one kills the stages at once."""
-    from .runner import kill_all
+    from .stage.supervise import kill_all
 
     hits = {"n": 0}
 
@@ -486,7 +486,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if isinstance(cfg, int):
         return cfg
     from .mapping import CandidateMap, discover_files, selection_for
-    from .pipeline import stage_command
+    from .stage.plan import stage_command
     from .session import pipeline_stages
 
     console = _console()
@@ -533,7 +533,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if isinstance(cfg, int):
         return cfg
     from .history import STATE_DIR, History
-    from .report import history_tables, matches_target
+    from .history_tables import history_tables, matches_target
 
     hist = History(cfg.project / STATE_DIR)
     records = list(hist.records())
@@ -555,7 +555,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     cfg = _load(args)
     if isinstance(cfg, int):
         return cfg
-    from .newcand import NewCandidateError, add_mapping, find_kernel_source, make_candidate_source
+    from .scaffold import NewCandidateError, add_mapping, find_kernel_source, make_candidate_source
 
     op = args.op
     if not op.isidentifier():

@@ -12,7 +12,6 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -22,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .events import format_speedup
-from .status import STAGES
+from .status import FAILURES, STAGES
 
 __all__ = ["Cell", "Row", "DashboardState", "render", "render_summary", "LiveView", "STATUS_STYLE"]
 
@@ -40,7 +39,6 @@ STATUS_STYLE = {
     "not_run": "dim",
 }
 _GOOD = ("passed",)
-_BAD = ("failed", "error", "crashed", "timeout", "uncalled")
 
 
 @dataclass
@@ -171,7 +169,7 @@ class DashboardState:
                 return
             self._finish_cell(row, ev)
             row.last_time = str(ev.get("time", ""))[11:19]
-            if ev.get("status") in _BAD:
+            if ev.get("status") in FAILURES:
                 self.recent_failure = cand
         elif kind == "run_finished":
             if ev.get("run_id") != row.run_id:
@@ -195,7 +193,7 @@ class DashboardState:
         )
         if stage == "benchmark" and ev.get("status") == "passed":
             _take_speedup(row, ev)
-        if ev.get("status") in _BAD:
+        if ev.get("status") in FAILURES:
             row.failure = dict(ev)
         elif ev.get("status") in _GOOD and row.failure and row.failure.get("stage") == stage:
             row.failure = None
@@ -365,12 +363,7 @@ class LiveView:
         self.period = 1.0 / refresh_per_second
 
     def sink(self, ev: dict[str, Any]) -> None:
-        tail = None
-        if ev.get("event") == "stage_finished" and ev.get("status") in _BAD and ev.get("log"):
-            tail = _read_tail(Path(ev["log"]))
         with self.state.lock:
-            if tail is not None:
-                ev = {**ev, "log_tail": tail}
             self.state.apply(ev)
 
     def note(self, text: str) -> None:
@@ -398,14 +391,3 @@ class LiveView:
                     shown, drawn = version, time.monotonic()
                 stop.wait(self.period)
             live.update(self._frame(), refresh=True)
-
-
-def _read_tail(path: Path, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""

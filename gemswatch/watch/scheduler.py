@@ -14,26 +14,30 @@
 - A stage that does not pass gates the rest of its run (``not_run``), except
   an all-skipped correctness.
 
-The stage itself is injected (``execute``), so the policy is tested with
-fake stages and no processes.
+The stages themselves come from a :class:`~.stage.StageRunner` (plan, then
+execute), so the policy is tested with fake stages and no processes.
 """
 
 from __future__ import annotations
 
-import shlex
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Protocol
 
-from .pipeline import Run, StageResult
+from .stage import Run, StageResult, StageRunner
 from .status import CRASHED, NOT_RUN, SUPERSEDED, gates, overall_status
 
 __all__ = ["Scheduler"]
 
 _IDLE_WAIT = 1.0  # seconds an idle worker sleeps between checks without a notify (a safety net)
 
-Execute = Callable[[Run, str, "str | None"], StageResult]
-Emit = Callable[..., Any]
+
+
+class Emit(Protocol):
+    """Where the scheduler's events go (:meth:`~.events.EventBus.emit`)."""
+
+    def __call__(self, event: str, **fields: Any) -> Any:
+        ...
 
 
 def run_fields(run: Run) -> dict[str, Any]:
@@ -52,20 +56,16 @@ class Scheduler:
 
     def __init__(
         self,
-        execute: Execute,
+        stages: StageRunner,
         emit: Emit,
         jobs: int = 1,
         devices: list[str | None] | None = None,
         exclusive_stages: frozenset[str] = frozenset({"benchmark"}),
-        command_for: Callable[[Run, str], "list[str] | None"] | None = None,
-        started_fields: Callable[[Run, str], dict[str, Any]] | None = None,
     ):
-        self.execute = execute
+        self.stages = stages
         self.emit = emit
         self.devices: list[str | None] = list(devices) if devices else [None]
         self.exclusive_stages = exclusive_stages
-        self.command_for = command_for
-        self.started_fields = started_fields
         self._cond = threading.Condition()
         self._submit_lock = threading.Lock()
         self._tasks: list[tuple[int, Run, str]] = []  # (seq, run, stage)
@@ -268,33 +268,27 @@ class Scheduler:
             return
         if run.started is None:
             run.started = time.monotonic()
-        cmd = None
-        if self.command_for is not None:
-            try:
-                cmd = self.command_for(run, stage)
-            except Exception:  # only informative
-                cmd = None
-        extra: dict[str, Any] = {}
-        if self.started_fields is not None:
-            try:
-                extra = dict(self.started_fields(run, stage))
-            except Exception:  # only informative
-                extra = {}
+        try:
+            plan = self.stages.plan(run, stage, device)
+        except Exception as e:  # a bug in gemswatch must not kill the worker
+            plan = None
+            result = StageResult(stage, CRASHED, message=f"gemswatch internal error: {type(e).__name__}: {e}")
         self.emit(
             "stage_started",
             **run_fields(run),
             stage=stage,
             device=device,
-            command=cmd,
-            command_line=shlex.join(cmd) if cmd else "",
-            **extra,
+            command=list(plan.command) if plan is not None and plan.command else None,
+            command_line=plan.command_line if plan is not None else "",
+            warm=plan is not None and plan.warm,
         )
-        try:
-            result = self.execute(run, stage, device)
-        except Exception as e:  # a bug in gemswatch must not kill the worker
-            result = StageResult(stage, CRASHED, message=f"gemswatch internal error: {type(e).__name__}: {e}")
+        if plan is not None:
+            try:
+                result = self.stages.execute(run, plan)
+            except Exception as e:  # a bug in gemswatch must not kill the worker
+                result = StageResult(stage, CRASHED, message=f"gemswatch internal error: {type(e).__name__}: {e}")
         run.results[stage] = result
-        self.emit("stage_finished", **run_fields(run), **result.event_fields(), **result.extra)
+        self.emit("stage_finished", **run_fields(run), **result.event_fields())
         nxt = run.stages.index(stage) + 1
         if result.status == SUPERSEDED or run.cancel.is_set():
             self._finish_run(run)

@@ -11,6 +11,7 @@ import json
 import re
 import threading
 from pathlib import Path
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 from .config import Config, ConfigError, load_config
@@ -19,10 +20,11 @@ from .events import EventBus
 from .filters import Change
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate, CandidateMap, local_imports
-from .pipeline import Run, StageResult, base_env, execute_stage, stage_command
 from .scheduler import Scheduler
+from .stage import Run, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
+from .stage.plan import base_env
+from .stage.warm import WarmStarter
 from .status import ALL_SKIPPED, PASSED, STAGES
-from .warmstart import WarmStarter
 
 __all__ = ["Session", "pipeline_stages"]
 
@@ -45,7 +47,8 @@ class Session:
         benchmark: a policy that overrides the config's.
         config_path / watch_override: for reloading config.yaml.
         notify: receives human notes (unmapped files, reload messages).
-        execute: runs one stage (tests inject fakes; no warm pool then).
+        stages: runs the stages (tests inject fakes; no warm pool then);
+            default: :class:`~.stage.Stages` forking from a warm pool.
         warm: False starts every stage cold (``--cold``); None follows the
             config's ``warm:``.
     """
@@ -60,7 +63,7 @@ class Session:
         benchmark: str | None = None,
         watch_override: Path | None = None,
         notify: Callable[[str], None] | None = None,
-        execute: Callable[[Run, str, str | None], StageResult] | None = None,
+        stages: StageRunner | None = None,
         warm: bool | None = None,
     ):
         self.config = config
@@ -88,11 +91,12 @@ class Session:
         self.listeners: list[Callable[[], None]] = []  # told when the candidate list changes
         self.warm_override = warm
         self.warm: WarmStarter | None = None
-        if execute is None:
+        if stages is None:
             # a stage is forked from the warm pool when it can be
             self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
             self._configure_warm()
-        self._execute_stage = execute or self._execute_default
+            stages = Stages(WarmForkExecutor(self.warm))
+        self._stages = stages
         cands = self.map.candidates()
         self._fps = {str(c.path): c.fingerprint(config) for c in cands}
         self.scan_dependencies(cands)
@@ -100,16 +104,7 @@ class Session:
             self._track(rec)
         bus.subscribe(self.history.sink)
         bus.subscribe(self._track)
-        self.scheduler = Scheduler(
-            self._execute,
-            bus.emit,
-            self.jobs,
-            device.slots,
-            command_for=lambda run, stage: stage_command(
-                run.config, run.candidate, stage, run.snapshot, run.run_dir / f"{stage}.json"
-            ),
-            started_fields=lambda run, stage: {"warm": self.warm is not None and self.warm.active},
-        )
+        self.scheduler = Scheduler(self, bus.emit, self.jobs, device.slots)
 
     # -- properties -----------------------------------------------------------
 
@@ -179,22 +174,19 @@ class Session:
             enabled=enabled, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=base_env(cfg), why_off=why
         )
 
-    def _execute_default(self, run: Run, stage: str, device: str | None) -> StageResult:
-        return execute_stage(run, stage, device, warm=self.warm)
+    # -- the stage runner the scheduler sees ----------------------------------
 
-    def _execute(self, run: Run, stage: str, device: str | None) -> StageResult:
-        result = self._execute_stage(run, stage, device)
-        extra: dict[str, Any] = {"device": device}
-        if result.first_failure:
-            extra["first_failure"] = result.first_failure
-        if result.detail:
-            extra["detail"] = result.detail[:2000]
-        if stage == "benchmark":
-            extra["speedups"] = {k: round(v, 4) for k, v in result.speedups.items()}
-            with self._lock:
-                extra["speedup_prev"] = self._speedup_prev.get(run.candidate.rel)
-        result.extra.update(extra)
-        return result
+    def plan(self, run: Run, stage: str, device: str | None) -> StagePlan:
+        return self._stages.plan(run, stage, device)
+
+    def execute(self, run: Run, plan: StagePlan) -> StageResult:
+        """Run the stage; a benchmark's result gets the candidate's previous
+        passing speedup, which only the session knows."""
+        result = self._stages.execute(run, plan)
+        if result.stage != "benchmark":
+            return result
+        with self._lock:
+            return replace(result, speedup_prev=self._speedup_prev.get(run.candidate.rel))
 
     # -- runs -----------------------------------------------------------------
 

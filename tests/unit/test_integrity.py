@@ -86,7 +86,7 @@ def test_session_snapshot_covers_the_verdict_functions():
         "torch.allclose", "torch.isclose", "torch.testing.assert_close", "torch.softmax", "torch.Tensor.exp",
         "torch.cuda.synchronize", "gemswatch.testing.accuracy.assert_close", "gemswatch.testing.accuracy.tolerance",
         "gemswatch.testing.benchmark.timing.synchronize", "gemswatch.testing.benchmark.timing.WallClockTimer.__call__",
-        "gemswatch.dynamic_registry._Counter.bump", "time.perf_counter", "builtins.max",
+        "gemswatch.override.registry._Counter.bump", "time.perf_counter", "builtins.max",
     ):
         assert name in labels, name
     assert watch.changed() == []

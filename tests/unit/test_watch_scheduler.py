@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 from gemswatch.watch.mapping import Candidate
-from gemswatch.watch.pipeline import Run, StageResult
+from gemswatch.watch.stage import Run, StageResult
 from gemswatch.watch.scheduler import Scheduler
+from _fake_stages import FunctionStages
 from gemswatch.watch.status import ALL_SKIPPED, FAILED, NOT_RUN, PASSED, SUPERSEDED
 
 TIMEOUT = 10.0
@@ -83,7 +84,7 @@ class FakeStages:
 
 def test_passing_run_emits_every_stage_in_order():
     rec, fake = Recorder(), FakeStages()
-    s = Scheduler(fake, rec, jobs=1)
+    s = Scheduler(FunctionStages(fake), rec, jobs=1)
     r = make_run("a")
     s.submit(r)
     assert s.wait_idle(TIMEOUT)
@@ -102,7 +103,7 @@ def test_passing_run_emits_every_stage_in_order():
 
 def test_failed_stage_gates_the_rest():
     rec = Recorder()
-    s = Scheduler(FakeStages({"preflight": FAILED}), rec, jobs=1)
+    s = Scheduler(FunctionStages(FakeStages({"preflight": FAILED})), rec, jobs=1)
     s.submit(make_run("a", ("preflight", "correctness", "benchmark")))
     assert s.wait_idle(TIMEOUT)
     fin = {e["stage"]: e["status"] for e in rec.of("stage_finished")}
@@ -114,7 +115,7 @@ def test_failed_stage_gates_the_rest():
 
 def test_all_skipped_does_not_gate_the_benchmark():
     rec = Recorder()
-    s = Scheduler(FakeStages({"correctness": ALL_SKIPPED}), rec, jobs=1)
+    s = Scheduler(FunctionStages(FakeStages({"correctness": ALL_SKIPPED})), rec, jobs=1)
     s.submit(make_run("a", ("preflight", "correctness", "benchmark")))
     assert s.wait_idle(TIMEOUT)
     assert rec.of("stage_finished", stage="benchmark")[0]["status"] == PASSED
@@ -124,7 +125,7 @@ def test_all_skipped_does_not_gate_the_benchmark():
 
 def test_new_save_supersedes_the_running_one_and_waits_for_it():
     rec, fake = Recorder(), FakeStages(block=True)
-    s = Scheduler(fake, rec, jobs=2)
+    s = Scheduler(FunctionStages(fake), rec, jobs=2)
     r1 = make_run("a", sha="1" * 64)
     s.submit(r1)
     assert fake.started.acquire(timeout=TIMEOUT)
@@ -146,7 +147,7 @@ def test_new_save_supersedes_the_running_one_and_waits_for_it():
 
 def test_queued_run_superseded_before_it_starts():
     rec, fake = Recorder(), FakeStages(block=True)
-    s = Scheduler(fake, rec, jobs=1)
+    s = Scheduler(FunctionStages(fake), rec, jobs=1)
     a = make_run("a")
     s.submit(a)
     assert fake.started.acquire(timeout=TIMEOUT)
@@ -163,7 +164,7 @@ def test_queued_run_superseded_before_it_starts():
 
 def test_jobs_limit_concurrency():
     fake = FakeStages(duration=0.05)
-    s = Scheduler(fake, Recorder(), jobs=2, exclusive_stages=frozenset())
+    s = Scheduler(FunctionStages(fake), Recorder(), jobs=2, exclusive_stages=frozenset())
     for n in "abcdef":
         s.submit(make_run(n))
     assert s.wait_idle(TIMEOUT)
@@ -173,7 +174,7 @@ def test_jobs_limit_concurrency():
 
 def test_benchmark_owns_its_device():
     fake = FakeStages(duration=0.03)
-    s = Scheduler(fake, Recorder(), jobs=3, devices=[None])
+    s = Scheduler(FunctionStages(fake), Recorder(), jobs=3, devices=[None])
     for n in "abcd":
         s.submit(make_run(n, ("preflight", "benchmark")))
     assert s.wait_idle(TIMEOUT)
@@ -192,7 +193,7 @@ def test_benchmark_owns_its_device():
 
 def test_gpu_slots_spread_stages():
     fake = FakeStages(block=True)
-    s = Scheduler(fake, Recorder(), jobs=2, devices=["0", "1"])
+    s = Scheduler(FunctionStages(fake), Recorder(), jobs=2, devices=["0", "1"])
     s.submit(make_run("a"))
     s.submit(make_run("b"))
     assert fake.started.acquire(timeout=TIMEOUT) and fake.started.acquire(timeout=TIMEOUT)
@@ -204,7 +205,7 @@ def test_gpu_slots_spread_stages():
 
 def test_stop_cancels_everything():
     rec, fake = Recorder(), FakeStages(block=True)
-    s = Scheduler(fake, rec, jobs=1)
+    s = Scheduler(FunctionStages(fake), rec, jobs=1)
     a, b = make_run("a"), make_run("b")
     s.submit(a)
     s.submit(b)
@@ -224,7 +225,7 @@ def test_internal_error_of_a_stage_does_not_kill_the_worker():
         return StageResult(stage, PASSED)
 
     rec = Recorder()
-    s = Scheduler(execute, rec, jobs=1)
+    s = Scheduler(FunctionStages(execute), rec, jobs=1)
     s.submit(make_run("a"))
     s.submit(make_run("b"))
     assert s.wait_idle(TIMEOUT)
@@ -234,7 +235,7 @@ def test_internal_error_of_a_stage_does_not_kill_the_worker():
 
 def test_set_jobs_grows_and_shrinks():
     fake = FakeStages(duration=0.02)
-    s = Scheduler(fake, Recorder(), jobs=1, exclusive_stages=frozenset())
+    s = Scheduler(FunctionStages(fake), Recorder(), jobs=1, exclusive_stages=frozenset())
     s.set_jobs(3)
     for n in "abcdef":
         s.submit(make_run(n))
@@ -265,7 +266,7 @@ def test_two_gpus_eight_files_share_checks_and_keep_benchmarks_exclusive():
     # The multi-GPU policy on a simulated device list: 8 files saved at once,
     # --jobs 2, two GPUs, every run preflight -> correctness -> benchmark.
     fake = FakeStages(duration=0.02)
-    s = Scheduler(fake, Recorder(), jobs=2, devices=["0", "1"])
+    s = Scheduler(FunctionStages(fake), Recorder(), jobs=2, devices=["0", "1"])
     for n in range(8):
         s.submit(make_run(f"f{n}", ("preflight", "correctness", "benchmark")))
     assert s.wait_idle(TIMEOUT)

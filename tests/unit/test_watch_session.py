@@ -14,8 +14,9 @@ from gemswatch.watch.config import load_config
 from gemswatch.watch.devices import DeviceInfo
 from gemswatch.watch.events import EventBus
 from gemswatch.watch.filters import Change
-from gemswatch.watch.pipeline import StageResult
+from gemswatch.watch.stage import StageResult
 from gemswatch.watch.session import Session
+from _fake_stages import FunctionStages
 from gemswatch.watch.status import PASSED
 
 CONFIG = """\
@@ -61,7 +62,7 @@ class Harness:
 
     def start(self):
         cfg = load_config(self.root / "config.yaml")
-        self.session = Session(cfg, DeviceInfo("cpu"), self.bus, jobs=1, notify=self.notes.append, execute=self.execute)
+        self.session = Session(cfg, DeviceInfo("cpu"), self.bus, jobs=1, notify=self.notes.append, stages=FunctionStages(self.execute))
         return self.session
 
     def idle(self):
@@ -198,7 +199,7 @@ def test_history_is_on_disk_before_the_event_is_shown(proj):
     cfg = load_config(proj / "config.yaml")
     bus = EventBus()
     seen = []
-    session = Session(cfg, DeviceInfo("cpu"), bus, jobs=1, execute=lambda r, st, d: StageResult(st, PASSED))
+    session = Session(cfg, DeviceInfo("cpu"), bus, jobs=1, stages=FunctionStages(lambda r, st, d: StageResult(st, PASSED)))
     hist = session.history.path
 
     def late_sink(e):  # like the dashboard: registered after the session

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from ..overrides import SessionOverrides, add_report_options
+from ..session_overrides import SessionOverrides, add_report_options
 from . import hookspec
 from .cases import CaseList, CaseSpec
 from .options import BenchOptions, add_options, read_options

@@ -19,7 +19,7 @@ import pytest
 
 from gemswatch.testing import _atomic as atomic_module
 from gemswatch.testing.correctness import SCHEMA
-from gemswatch.testing.overrides import write_json_atomic
+from gemswatch.testing.session_overrides import write_json_atomic
 
 pytest_plugins = ["pytester"]
 

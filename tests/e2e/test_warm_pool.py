@@ -15,10 +15,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from _unit_helpers import alive, wait_for, write_files
+from _e2e_helpers import alive, wait_for, write_files
 
-from gemswatch.watch.runner import live_groups, run_process
-from gemswatch.watch.warmstart import WarmStarter
+from gemswatch.watch.stage.supervise import live_groups, run_process
+from gemswatch.watch.stage.warm import WarmStarter
 
 PY = sys.executable
 

@@ -16,11 +16,11 @@ from gemswatch.watch.status import (
     SUPERSEDED,
     TIMEOUT,
     UNCALLED,
-    Outcome,
-    decide,
     gates,
     overall_status,
 )
+from gemswatch.watch.stage.result import Outcome
+from gemswatch.watch.stage.verdict import decide
 
 OPS = ["softmax"]
 

@@ -10,12 +10,14 @@ import sys
 import threading
 import time
 
-from _unit_helpers import alive, wait_for
+from _e2e_helpers import alive, wait_for
 
-from gemswatch.watch import _stagecare as care
-from gemswatch.watch.pipeline import Run, _keep_snapshot
-from gemswatch.watch.runner import run_process
-from gemswatch.watch.status import CRASHED, Outcome, decide
+from gemswatch.watch.stage import reaper as care
+from gemswatch.watch.stage.run import Run, _keep_snapshot
+from gemswatch.watch.stage.supervise import run_process
+from gemswatch.watch.stage.result import Outcome
+from gemswatch.watch.stage.verdict import decide
+from gemswatch.watch.status import CRASHED
 
 PY = sys.executable
 
@@ -119,7 +121,7 @@ def test_outcome_limit_decides_crashed_before_anything_else():
 FAKE_WATCHER = """\
 import os, sys, threading
 from pathlib import Path
-from gemswatch.watch.runner import run_process
+from gemswatch.watch.stage.supervise import run_process
 folder = Path(sys.argv[2])
 env = {**os.environ, "GEMSWATCH_RUN_ID": sys.argv[1], "GEMSWATCH_STAGE": "correctness"}
 run_process([sys.executable, "-c", sys.argv[3]], cwd=folder, env=env, log_path=folder / "s.log", timeout=60,

@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from _unit_helpers import matmuls_on_two_streams
+from _e2e_helpers import matmuls_on_two_streams
 
 from gemswatch.gems.ops import _tune
 from gemswatch.testing.benchmark import timing

@@ -1,4 +1,4 @@
-"""Helpers shared by the unit tests that start real processes or time a GPU
+"""Helpers shared by the end-to-end tests that start real processes or time a GPU
 (and by scripts/stress.py and scripts/timer_check.py, which put this folder
 on ``sys.path``).
 

@@ -2,7 +2,7 @@
 
 A stage normally pays the interpreter start and ``import torch, triton``
 (1.3-1.7 s on a CPU machine, about 4 s with CUDA). A :class:`WarmStarter`
-keeps one pool process (``gemswatch/warm.py``) per interpreter, project,
+keeps one pool process (``gemswatch/warmpool/server.py``) per interpreter, project,
 preload list and environment; the pool has imported those modules once and
 forks a fresh child per stage, which runs ``pytest`` in-process exactly as
 ``python -m pytest`` would. The child is a :class:`WarmProcess`: the runner
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from .. import warm as _server
-from ._stagecare import signal_group
+from ...warmpool import server as _server
+from .reaper import signal_group
 
 __all__ = [
     "PER_STAGE_KEYS",

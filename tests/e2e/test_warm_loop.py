@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _unit_helpers import write_files
+from _e2e_helpers import write_files
 from test_watch_config import GOOD, errors, project
 from test_watch_dashboard import screen
 from test_watch_e2e import CONFIG, FILES, events, finished, gemswatch
@@ -18,8 +18,9 @@ from test_watch_scheduler import Recorder, make_run
 
 from gemswatch.watch.config import load_config
 from gemswatch.watch.dashboard import DashboardState, render
-from gemswatch.watch.pipeline import StageResult
+from gemswatch.watch.stage import StageResult
 from gemswatch.watch.scheduler import Scheduler
+from _fake_stages import FunctionStages
 from gemswatch.watch.status import PASSED, SUPERSEDED
 
 TIMEOUT = 10.0
@@ -140,7 +141,7 @@ class SlowToDie:
 def test_a_superseded_stage_frees_its_slot_at_once():
     fake = SlowToDie(dying=1.0)
     rec = Recorder()
-    s = Scheduler(fake, rec, jobs=1)
+    s = Scheduler(FunctionStages(fake), rec, jobs=1)
     a1, b = make_run("a", sha="1" * 64), make_run("b")
     s.submit(a1)
     s.submit(b)
@@ -175,7 +176,7 @@ def test_many_files_saved_at_once_are_served_in_save_order_jobs_at_a_time():
             running["now"] -= 1
         return StageResult(stage, PASSED)
 
-    s = Scheduler(execute, Recorder(), jobs=2, exclusive_stages=frozenset())
+    s = Scheduler(FunctionStages(execute), Recorder(), jobs=2, exclusive_stages=frozenset())
     runs = [make_run(f"f{i:02d}") for i in range(16)]
     for r in runs:
         s.submit(r)

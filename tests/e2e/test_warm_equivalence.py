@@ -19,14 +19,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from _unit_helpers import write_files
+from _e2e_helpers import write_files
 from test_watch_e2e import CONFIG, FILES
 
 from gemswatch.watch.config import load_config
 from gemswatch.watch.mapping import CandidateMap
-from gemswatch.watch.pipeline import Run, base_env, execute_stage
-from gemswatch.watch.runner import run_process
-from gemswatch.watch.warmstart import WarmStarter
+from gemswatch.watch.stage import Run, execute_stage
+from gemswatch.watch.stage.plan import base_env
+from gemswatch.watch.stage.supervise import run_process
+from gemswatch.watch.stage.warm import WarmStarter
 
 # The e2e project; its pool preloads what every one of its stages imports.
 WARM_CONFIG = CONFIG.replace("  preflight: 4\n", "  preflight: 3\n") + "preload: [fakeops, torch, pytest]\n"
@@ -202,8 +203,8 @@ def test_the_pool_never_imports_a_candidate(proj, starter):
 
 
 def test_server_and_watcher_agree_on_per_stage_keys():
-    from gemswatch import warm
-    from gemswatch.watch import warmstart
+    from gemswatch.warmpool import server as warm
+    from gemswatch.watch.stage import warm as warmstart
 
     assert warm.PER_STAGE_KEYS == warmstart.PER_STAGE_KEYS
     assert warmstart.SERVER == Path(warm.__file__).resolve()

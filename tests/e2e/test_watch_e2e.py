@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _unit_helpers import write_files
+from _e2e_helpers import write_files
 
 PY = sys.executable
 

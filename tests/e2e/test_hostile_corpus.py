@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _unit_helpers import alive
+from _e2e_helpers import alive
 from test_watch_e2e import Watcher, events, gemswatch, sha
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 import pytest
 
-from ..cli_override import add_override_arguments, apply_overrides_from_args, format_overrides
-from ..dynamic_registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
+from ..override.cli import add_override_arguments, apply_overrides_from_args, format_overrides
+from ..override.registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 from ._atomic import write_json_atomic
 from .integrity import IntegrityError, Watchlist, guard
 

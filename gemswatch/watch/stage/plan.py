@@ -1,0 +1,126 @@
+"""A stage's plan: its exact command line, environment and files, built once.
+
+Each stage is a fresh ``python -m pytest`` process in the project root with
+one ``--override op:SNAPSHOT:func`` per mapped operator, where SNAPSHOT is
+the copy of the candidate's bytes taken when the save was seen. The plan is
+made once, before the stage starts: the ``stage_started`` event shows it,
+the executor runs it, and its command line, log and report paths stay in
+the run folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from ..config import Config
+from ..mapping import Candidate, selection_for
+
+if TYPE_CHECKING:
+    from .run import Run
+
+__all__ = ["StagePlan", "base_env", "plan_stage", "selection_kind", "stage_command", "stage_env"]
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """Everything one stage process needs.
+
+    ``command`` is None when the candidate's operators select nothing for
+    this stage; ``why_not`` then says so and the stage is ``not_run``.
+    ``warm`` says whether the executor will try the warm pool first.
+    """
+
+    run_id: str
+    stage: str
+    command: tuple[str, ...] | None
+    cwd: Path
+    env: Mapping[str, str]
+    log: Path
+    report: Path
+    timeout: float | None
+    grace: float
+    device: str | None
+    warm: bool = False
+    why_not: str = ""
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.command) if self.command else ""
+
+
+def selection_kind(stage: str) -> str:
+    """The config selection a stage runs: ``tests`` or ``benchmark``."""
+    return "tests" if stage == "correctness" else "benchmark"
+
+
+def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Path, output: Path) -> list[str] | None:
+    """The exact argv of ``stage`` for ``candidate``, or None when the
+    operators have no selection for it (a stage with nothing to run)."""
+    sel = selection_for(config, candidate.ops, selection_kind(stage))
+    if not sel:
+        return None
+    cmd = [config.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *sel.args]
+    if stage in ("preflight", "benchmark"):
+        cmd += ["--level", config.level]
+    if stage == "preflight":
+        cmd += ["--preflight-only"]
+    for op, func in candidate.operators:
+        cmd += ["--override", f"{op}:{snapshot}:{func}"]
+    cmd += ["--record", "json", "--output", str(output)]
+    return cmd
+
+
+def base_env(config: Config) -> dict[str, str]:
+    """The environment every stage of ``config`` shares: ours and the config's ``env``."""
+    env = dict(os.environ)
+    env.update(config.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    # No colour codes in the log files.
+    env["PY_COLORS"] = "0"
+    # Stages run side by side, about one per core. Each stage's torch would
+    # otherwise start a thread per core for any op over 32768 elements, and
+    # parallel stages would fight for the cores. A user's setting wins.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def stage_env(config: Config, candidate: Candidate, run_id: str, stage: str, device: str | None) -> dict[str, str]:
+    """The environment of a stage: :func:`base_env` plus the candidate's
+    folder on PYTHONPATH, the run and stage, and the device."""
+    env = base_env(config)
+    # The snapshot lives in the run folder; sibling helpers stay importable.
+    extra = str(candidate.path.parent)
+    env["PYTHONPATH"] = extra + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["GEMSWATCH_RUN_ID"] = run_id
+    env["GEMSWATCH_STAGE"] = stage
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
+    return env
+
+
+def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False) -> StagePlan:
+    """The plan of ``stage`` of ``run`` on ``device``."""
+    config = run.config
+    report = run.run_dir / f"{stage}.json"
+    cmd = stage_command(config, run.candidate, stage, run.snapshot, report)
+    why_not = "" if cmd is not None else (
+        f"no {selection_kind(stage)} selection for {', '.join(run.candidate.ops)} in {config.path.name}"
+    )
+    return StagePlan(
+        run_id=run.run_id,
+        stage=stage,
+        command=None if cmd is None else tuple(cmd),
+        cwd=config.project,
+        env=stage_env(config, run.candidate, run.run_id, stage, device),
+        log=run.run_dir / f"{stage}.log",
+        report=report,
+        timeout=config.timeouts.get(stage),
+        grace=config.grace,
+        device=device,
+        warm=warm,
+        why_not=why_not,
+    )

@@ -1,0 +1,108 @@
+"""What a stage ended as: its process's end (:class:`Outcome`) and its typed
+result (:class:`StageResult`), which carries everything the event, the
+history line and the dashboard show, so nothing is re-read or re-added on
+the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Cases", "Outcome", "StageResult", "DETAIL_CHARS", "LOG_TAIL_CHARS"]
+
+# How much of a failure's detail and of its log's end an event carries.
+DETAIL_CHARS = 2000
+LOG_TAIL_CHARS = 4000
+
+
+@dataclass
+class Cases:
+    """Case counts of one stage."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.skipped
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "total": self.total,
+        }
+
+
+@dataclass
+class Outcome:
+    """How a stage process ended, as the runner saw it."""
+
+    returncode: int | None
+    duration_s: float = 0.0
+    timed_out: bool = False
+    cancelled: bool = False
+    cancel_reason: str = ""
+    spawn_error: str | None = None
+    timeout_s: float | None = None
+    warm: bool = False  # forked from the warm pool rather than started cold
+    log_limit: int | None = None  # set when the stage was stopped for writing more output than this
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """A finished stage: the verdict plus where to look.
+
+    ``log_tail`` is the end of the log of a stage that did not pass (empty
+    otherwise); ``speedup_prev`` is the candidate's previous passing
+    speedup, added by the session, which alone knows it.
+    """
+
+    stage: str
+    status: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    cases: Cases = field(default_factory=Cases)
+    candidate_calls: dict[str, int] = field(default_factory=dict)
+    speedup: float | None = None
+    speedups: dict[str, float] = field(default_factory=dict)
+    report: str | None = None
+    log: str | None = None
+    message: str = ""
+    detail: str = ""
+    first_failure: str | None = None
+    command: tuple[str, ...] | None = None
+    device: str | None = None
+    warm: bool = False  # forked from the warm pool
+    log_tail: str = ""
+    speedup_prev: float | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        """The ``stage_finished`` fields of this result (docs/watch.md)."""
+        fields: dict[str, Any] = {
+            "stage": self.stage,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "duration_s": round(self.duration_s, 3),
+            "cases": self.cases.to_dict(),
+            "candidate_calls": self.candidate_calls,
+            "speedup": None if self.speedup is None else round(self.speedup, 4),
+            "report": self.report,
+            "log": self.log,
+            "message": self.message,
+            "warm": self.warm,
+            "device": self.device,
+        }
+        if self.first_failure:
+            fields["first_failure"] = self.first_failure
+        if self.detail:
+            fields["detail"] = self.detail[:DETAIL_CHARS]
+        if self.log_tail:
+            fields["log_tail"] = self.log_tail[-LOG_TAIL_CHARS:]
+        if self.stage == "benchmark":
+            fields["speedups"] = {k: round(v, 4) for k, v in self.speedups.items()}
+            fields["speedup_prev"] = self.speedup_prev
+        return fields

@@ -1,0 +1,374 @@
+"""The verdict of one finished stage: exit code + report -> a status word.
+
+A stage's verdict comes from its exit code and its JSON report *together*:
+neither alone can make a stage pass. This is the one place that reads the
+reports, ours (``gemswatch.correctness/v1``, the benchmark plugin's
+schemas) and upstream FlagGems' (nodeid-keyed correctness results, the
+operator-keyed benchmark results), so a checkout of either kind is judged by
+the same rules. ``decide`` is a pure function so every rule has a unit test;
+the caller reads the report and the log.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..status import ALL_SKIPPED, CRASHED, ERROR, FAILED, PASSED, SUPERSEDED, TIMEOUT, UNCALLED
+from .pytest_log import first_failure_line, first_line, signal_name, usage_error
+from .result import Cases, Outcome
+
+__all__ = ["Verdict", "decide"]
+
+# pytest exit codes
+_OK, _TESTS_FAILED, _INTERRUPTED, _INTERNAL, _USAGE, _NO_TESTS = 0, 1, 2, 3, 4, 5
+
+
+@dataclass
+class Verdict:
+    """The classified result of one stage."""
+
+    status: str
+    message: str = ""
+    cases: Cases = field(default_factory=Cases)
+    candidate_calls: dict[str, int] = field(default_factory=dict)
+    speedup: float | None = None
+    speedups: dict[str, float] = field(default_factory=dict)
+    first_failure: str | None = None
+    detail: str = ""
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+_UNUSED_HINTS = ("never invoked", "never called", "not invoked", "was never used")
+_OVERRIDE_LOAD_HINTS = (
+    "failed to override",
+    "error loading config",
+    "error parsing override spec",
+    "failed to load implementation",
+)
+
+
+def _matches_op(key: str, op: str) -> bool:
+    """'gemswatch.gems.softmax' and 'flag_gems.softmax' both belong to softmax."""
+    return key == op or key.endswith("." + op)
+
+
+def _geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if isinstance(v, (int, float)) and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def _failed_at(v: Verdict, first_failure: str, summary: str, detail: str) -> Verdict:
+    """``v`` as FAILED at its first failing case."""
+    v.status = FAILED
+    v.first_failure = first_failure
+    v.message = f"{first_failure}: {summary}"
+    v.detail = detail
+    return v
+
+
+def _exited_nonzero(v: Verdict, log_tail: str) -> Verdict:
+    """pytest exited 1 although every case passed: a candidate reported
+    unused, else a failure outside the cases."""
+    if any(h in log_tail.lower() for h in _UNUSED_HINTS):
+        return Verdict(UNCALLED, first_failure_line(log_tail), cases=v.cases, candidate_calls=v.candidate_calls)
+    v.status = FAILED
+    v.message = "pytest exited 1 although every case passed: " + first_failure_line(log_tail)
+    return v
+
+
+# ---------------------------------------------------------------------------
+# the decision
+
+
+def decide(
+    stage: str,
+    outcome: Outcome,
+    report: Any,
+    operators: list[str],
+    log_tail: str = "",
+    report_error: str | None = None,
+) -> Verdict:
+    """Classify one finished stage.
+
+    Args:
+        stage: ``preflight``, ``correctness`` or ``benchmark``.
+        outcome: how the process ended (exit code, timeout, cancellation).
+        report: the parsed JSON report, or None when there was none.
+        operators: the operators the candidate was mapped to.
+        log_tail: the end of the stage's combined stdout/stderr.
+        report_error: why the report could not be read, if it could not.
+
+    Returns:
+        A Verdict whose status is one of the status words of :mod:`gemswatch.watch.status`.
+    """
+    if outcome.cancelled:
+        return Verdict(SUPERSEDED, outcome.cancel_reason or "superseded by a newer save")
+    if outcome.log_limit:
+        return Verdict(
+            CRASHED,
+            f"the stage wrote more than {outcome.log_limit >> 20} MiB of output and was stopped "
+            "(is the candidate printing in a loop?); the log keeps its head and tail",
+        )
+    if outcome.timed_out:
+        limit = f" of {outcome.timeout_s:g} s" if outcome.timeout_s else ""
+        return Verdict(TIMEOUT, f"{stage} exceeded its time limit{limit}; stopped")
+    if outcome.spawn_error:
+        return Verdict(ERROR, f"could not start the stage: {outcome.spawn_error}")
+    rc = outcome.returncode
+    if rc is None:
+        return Verdict(CRASHED, "the stage process vanished without an exit status")
+    if rc < 0:
+        return Verdict(CRASHED, f"killed by {signal_name(-rc)}", detail=first_failure_line(log_tail))
+    if rc == _USAGE:
+        return Verdict(ERROR, usage_error(log_tail) or "pytest usage error (exit 4)")
+    if rc == _INTERNAL:
+        low = log_tail.lower()
+        msg = first_failure_line(log_tail)
+        if any(h in low for h in _OVERRIDE_LOAD_HINTS):
+            return Verdict(ERROR, msg or "the candidate could not be loaded (pytest exit 3)")
+        return Verdict(CRASHED, f"pytest internal error (exit 3): {msg}".rstrip(": "))
+    if rc == _INTERRUPTED:
+        # Collection errors (a broken test or benchmark file) end with exit 2.
+        msg = first_failure_line(log_tail)
+        if "error" in log_tail.lower() and "collect" in log_tail.lower():
+            return Verdict(ERROR, f"collection error: {msg}" if msg else "collection error")
+        return Verdict(CRASHED, f"interrupted (exit 2): {msg}".rstrip(": "))
+    if rc == _NO_TESTS:
+        return Verdict(
+            ERROR,
+            f"no {stage} cases were selected (pytest exit 5): check the operator's "
+            "selection and marker in config.yaml",
+        )
+    if rc not in (_OK, _TESTS_FAILED):
+        msg = first_failure_line(log_tail)
+        return Verdict(CRASHED, f"exited with code {rc}" + (f": {msg}" if msg else ""))
+    if report is None:
+        why = f" ({report_error})" if report_error else ""
+        msg = first_failure_line(log_tail)
+        return Verdict(
+            CRASHED,
+            f"exited {rc} without a valid report{why}" + (f": {msg}" if msg else ""),
+        )
+    if stage == "preflight":
+        return _decide_preflight(rc, report, operators, log_tail)
+    if stage == "correctness":
+        return _decide_correctness(rc, report, operators, log_tail)
+    if stage == "benchmark":
+        return _decide_benchmark(rc, report, operators, log_tail)
+    raise ValueError(f"unknown stage {stage!r}")
+
+
+def _decide_preflight(rc: int, report: Any, operators: list[str], log_tail: str) -> Verdict:
+    if not isinstance(report, dict) or not isinstance(report.get("records"), list):
+        return Verdict(CRASHED, "preflight report has no 'records' list")
+    records = [r for r in report["records"] if isinstance(r, dict)]
+    cases = Cases()
+    calls: dict[str, int] = {op: 0 for op in operators}
+    first_fail: dict | None = None
+    op_seen: dict[str, list[dict]] = {op: [] for op in operators}
+    for r in records:
+        ok = r.get("status") == "passed"
+        if ok:
+            cases.passed += 1
+        else:
+            cases.failed += 1
+            first_fail = first_fail or r
+        name = str(r.get("operator") or "")
+        for op in operators:
+            if name == op or name.startswith(op + "_backward"):
+                op_seen[op].append(r)
+                if r.get("override"):
+                    calls[op] += int(r.get("count") or 0)
+    v = Verdict(PASSED, cases=cases, candidate_calls=calls)
+    if first_fail is not None:
+        return _failed_at(
+            v,
+            str(first_fail.get("case_id") or first_fail.get("nodeid") or ""),
+            first_line(first_fail.get("error")) or "failed",
+            str(first_fail.get("error") or ""),
+        )
+    if not records:
+        v.status = FAILED
+        v.message = "no preflight cases ran: " + (first_failure_line(log_tail) or "empty report")
+        return v
+    for op in operators:
+        seen = op_seen[op]
+        if not seen:
+            v.status = UNCALLED
+            v.message = f"no preflight case exercised {op} (the benchmark selection runs other operators)"
+            return v
+        if not any(r.get("override") for r in seen):
+            v.status = UNCALLED
+            v.message = f"preflight ran {op} without the candidate (override: false)"
+            return v
+        if calls[op] <= 0:
+            v.status = UNCALLED
+            v.message = f"preflight never called the candidate for {op} (count 0)"
+            return v
+    if rc != _OK:
+        return _exited_nonzero(v, log_tail)
+    return v
+
+
+def _correctness_records(report: Any) -> tuple[list[dict], dict] | None:
+    """(records, extra) from our schema or from an upstream nodeid-keyed dict."""
+    if not isinstance(report, dict):
+        return None
+    if isinstance(report.get("records"), list):
+        return [r for r in report["records"] if isinstance(r, dict)], report
+    if "schema_version" in report:
+        return None
+    # upstream FlagGems: {nodeid: {params, result, opname, reason, candidate_calls}}
+    records = []
+    for nodeid, entry in report.items():
+        if isinstance(entry, dict):
+            records.append({"nodeid": nodeid, **entry})
+    return records, {}
+
+
+def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: str) -> Verdict:
+    parsed = _correctness_records(report)
+    if parsed is None:
+        return Verdict(CRASHED, "correctness report is not in a known format")
+    records, extra = parsed
+    cases = Cases()
+    calls: dict[str, int] = {op: 0 for op in operators}
+    first_fail: dict | None = None
+    first_skip: dict | None = None
+    for r in records:
+        result = r.get("result")
+        if result == "passed":
+            cases.passed += 1
+        elif result == "skipped":
+            cases.skipped += 1
+            first_skip = first_skip or r
+        else:  # failed, error, or None (a setup error upstream)
+            cases.failed += 1
+            first_fail = first_fail or r
+        for key, n in (r.get("candidate_calls") or {}).items():
+            for op in operators:
+                if _matches_op(str(key), op) and isinstance(n, int):
+                    calls[op] += n
+    v = Verdict(PASSED, cases=cases, candidate_calls=calls)
+    if first_fail is not None:
+        text = first_fail.get("message") or first_fail.get("reason") or (
+            "setup error" if first_fail.get("result") in (None, "error") else "failed"
+        )
+        return _failed_at(v, str(first_fail.get("nodeid") or ""), first_line(text), str(text))
+    if not records:
+        v.status = ERROR
+        v.message = "no test cases ran: check the operator's tests and marker in config.yaml"
+        return v
+    if cases.passed == 0:
+        v.status = ALL_SKIPPED
+        reason = first_line(first_skip.get("reason")) if first_skip else ""
+        v.message = f"all {cases.skipped} cases skipped" + (f": {reason}" if reason else "")
+        return v
+    declared = [str(u) for u in (extra.get("uncalled") or [])]
+    uncalled = [op for op in operators if calls[op] <= 0 or any(_matches_op(u, op) for u in declared)]
+    if uncalled:
+        op = uncalled[0]
+        v.status = UNCALLED
+        v.message = (
+            f"{op}: the candidate was never called by the {cases.passed} executed cases "
+            "(is the operator name right, and do its tests call it?)"
+        )
+        return v
+    if rc != _OK:
+        return _exited_nonzero(v, log_tail)
+    declared_status = extra.get("status")
+    if declared_status in (FAILED, UNCALLED, ERROR):
+        v.status = declared_status
+        # e.g. an integrity check that failed outside any test call
+        v.message = first_line(extra.get("message")) or f"the report says {declared_status}"
+    return v
+
+
+def _benchmark_cases(report: Any) -> list[dict] | None:
+    """Flatten either benchmark schema into case dicts with an 'operator' key."""
+    if not isinstance(report, dict):
+        return None
+    out: list[dict] = []
+    if isinstance(report.get("benchmarks"), list):
+        for b in report["benchmarks"]:
+            if not isinstance(b, dict):
+                continue
+            for c in b.get("cases") or []:
+                if isinstance(c, dict):
+                    out.append({"operator": b.get("operator"), "nodeid": b.get("nodeid"), **c})
+        return out
+    if "schema_version" in report:
+        return None
+    # upstream: {opid: {details: [{op_name, result: [metrics...]}], result, reason, test_case}}
+    for opid, entry in report.items():
+        if not isinstance(entry, dict):
+            continue
+        for d in entry.get("details") or []:
+            if not isinstance(d, dict):
+                continue
+            for m in d.get("result") or []:
+                if isinstance(m, dict):
+                    out.append(
+                        {
+                            "operator": d.get("op_name") or opid,
+                            "nodeid": entry.get("test_case"),
+                            "error": m.get("error_msg"),
+                            **m,
+                        }
+                    )
+    return out
+
+
+def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str) -> Verdict:
+    cases_list = _benchmark_cases(report)
+    if cases_list is None:
+        return Verdict(CRASHED, "benchmark report is not in a known format")
+    cases = Cases()
+    calls: dict[str, int] = {op: 0 for op in operators}
+    per_op: dict[str, list[float]] = {op: [] for op in operators}
+    first_fail: dict | None = None
+    for c in cases_list:
+        if c.get("error"):
+            cases.failed += 1
+            first_fail = first_fail or c
+            continue
+        cases.passed += 1
+        for op in operators:
+            if str(c.get("operator") or "") in (op, op + "_backward"):
+                if c.get("candidate_source") == "override":
+                    calls[op] += 1
+                    if isinstance(c.get("speedup"), (int, float)):
+                        per_op[op].append(float(c["speedup"]))
+    speedups = {op: g for op in operators if (g := _geomean(per_op[op])) is not None}
+    v = Verdict(PASSED, cases=cases, candidate_calls=calls, speedups=speedups)
+    v.speedup = _geomean(list(speedups.values()))
+    if first_fail is not None:
+        return _failed_at(
+            v,
+            str(first_fail.get("case_id") or first_fail.get("nodeid") or ""),
+            first_line(first_fail.get("error")),
+            str(first_fail.get("error")),
+        )
+    if not cases_list:
+        v.status = FAILED
+        v.message = "the benchmark timed no case: " + (first_failure_line(log_tail) or "empty report")
+        return v
+    for op in operators:
+        if calls[op] == 0:
+            v.status = UNCALLED
+            v.message = f"no benchmark case timed the candidate for {op} (candidate_source is not 'override')"
+            return v
+    if rc != _OK:
+        v.status = FAILED
+        v.message = "pytest exited 1: " + first_failure_line(log_tail)
+        return v
+    if report.get("interpreted"):
+        v.message = "CPU interpreter timings: compare ratios only"
+    return v
