@@ -3,14 +3,14 @@
 Every public operator is a module attribute (``gems.softmax``), so the dynamic
 operator override can swap it at run time. ``gems.device`` is ``"cuda"`` with a
 GPU, else ``"cpu"``, where the kernels run through Triton's interpreter.
+The package owns the kernels (:mod:`.ops`), the dispatch-key table
+(:mod:`._table`), the kernels registered with ATen (:mod:`._kernels`) and the
+registrations themselves (:mod:`._registration`).
 """
 
-from ._device import device, interpreted  # noqa: I001  (must precede triton)
-from .ops.pointwise import add, gelu, mul, silu
-from .ops.reduction import amax, mean, sum
-from .ops.softmax import log_softmax, softmax
-from .ops.norm import layer_norm, rms_norm
-from .ops.mm import addmm, addmm_, mm
+# _device comes first: on a CPU machine it sets TRITON_INTERPRET, which triton
+# reads when it is imported, and every module below imports triton.
+from ._device import device, interpreted
 from ._registration import (
     _FULL_CONFIG,
     all_registered_keys,
@@ -19,6 +19,11 @@ from ._registration import (
     only_enable,
     use_gems,
 )
+from .ops.mm import addmm, addmm_, mm
+from .ops.norm import layer_norm, rms_norm
+from .ops.pointwise import add, gelu, mul, silu
+from .ops.reduction import amax, mean, sum
+from .ops.softmax import log_softmax, softmax
 
 __all__ = [
     "device",

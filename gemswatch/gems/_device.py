@@ -2,6 +2,9 @@
 
 Must run before triton is imported: Triton reads ``TRITON_INTERPRET`` when its
 own standard library is decorated, so setting it later has no effect.
+``gemswatch.gems`` imports this module before anything else, and every
+``gemswatch.gems.ops`` module is imported after its package, so the ops
+modules import triton at their top like any module.
 """
 
 from __future__ import annotations

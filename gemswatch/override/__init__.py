@@ -2,8 +2,10 @@
 
 It owns swapping ``<module>.<op>`` for a candidate loaded from a file,
 counting the candidate's calls and restoring the module
-(:mod:`.registry`), and the ``--override`` / ``--override-config`` grammar
-and options shared by every pytest entry point (:mod:`.cli`). It targets any
+(:mod:`.registry`), executing a candidate file as a module
+(:mod:`.loading`), the protocol's one exception (:mod:`.errors`), and the
+``--override`` / ``--override-config`` grammar and options shared by every
+pytest entry point (:mod:`.cli`). It targets any
 module (``gemswatch.gems`` by default, ``flag_gems`` for an upstream
 checkout) and knows nothing of pytest's plugins or the watcher: it must
 never import ``gemswatch.testing``, ``gemswatch.watch`` or the operator

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError, _resolve_path
+from .loading import _resolve_path
+from .registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 
 __all__ = [
     "OverrideSpec",

@@ -1,7 +1,7 @@
 """The warm pool: one interpreter imports the heavy modules once, then forks a
 fresh pytest process for every stage.
 
-The watcher (``gemswatch.watch.stage.warm``) starts this file with the
+The watcher (``gemswatch.watch.stage.warm_pool``) starts this file with the
 stages' interpreter, in the project folder, with the stages' environment::
 
     python -c "<run this file>" gemswatch/warmpool/server.py CTL_FD '["gemswatch.gems", "torch", ...]'
@@ -36,8 +36,9 @@ since the preload (checked before every fork), and as ``polluted`` when a
 candidate module or a replaced operator shows up in the pool: the watcher
 then starts a new pool, so a stale preload never produces a result.
 
-This module imports only the standard library (it must run in any
-interpreter, with or without gemswatch installed).
+It is run by path (``runpy.run_path``) in the stages' interpreter, which
+may not have gemswatch installed, so it stays one file that imports only
+the standard library (and is longer than gemswatch's other modules).
 """
 
 from __future__ import annotations

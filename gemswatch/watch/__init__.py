@@ -1,9 +1,12 @@
-"""gemswatch.watch: the save-to-verdict loop.
+"""gemswatch.watch: the watcher process, the save-to-verdict loop.
 
-Config model and validation, file-to-operator mapping, filters, debounce,
-watcher, scheduler, runner, status decisions, dashboard, event stream,
-history and the ``gemswatch`` CLI. Nothing here imports torch, triton,
-``gemswatch.gems`` or a candidate: those load only in stage processes.
+It owns config.yaml and its validation, the file-to-operator mapping, the
+filters and debounce, the file watcher, the scheduler and the session, the
+event stream, the history, the dashboard and the ``gemswatch`` CLI; running
+one stage is its ``stage`` package. It imports the standard library, yaml,
+rich and watchdog only: never torch, triton, pytest, ``gemswatch.gems``,
+``gemswatch.testing`` or a candidate, which load only in stage processes
+(docs/architecture.md).
 """
 
 from .status import STAGES, STATUSES

@@ -1,6 +1,6 @@
 """The event stream: one dict per thing that happened, fanned out to sinks.
 
-Event names and the fields of ``stage_finished`` are a contract (DESIGN.md):
+Event names and the fields of ``stage_finished`` are a contract (docs/watch.md):
 ``--json`` prints each event as one line; the history file, the plain
 printer and the dashboard all consume the same events.
 """

@@ -13,6 +13,7 @@ line (a writer killed in the middle of its write).
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -25,16 +26,14 @@ __all__ = ["History", "new_run_id", "STATE_DIR"]
 
 STATE_DIR = ".gemswatch"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_counter = 0
+_counter = itertools.count(1)  # numbers the run ids this process makes: 1, 2, ...
 _counter_lock = threading.Lock()
 
 
 def new_run_id(stem: str, sha256: str) -> str:
     """A unique, sortable, filesystem- and --override-safe run id."""
-    global _counter
     with _counter_lock:
-        _counter += 1
-        n = _counter
+        n = next(_counter)
     t = time.time()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t)) + f"{int(t * 1000) % 1000:03d}"
     return f"{stamp}-{_SAFE.sub('_', stem)[:40]}-{sha256[:8]}-{os.getpid() % 10000:04d}{n:03d}"

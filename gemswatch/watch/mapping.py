@@ -1,9 +1,8 @@
 """Which file implements which operators, and what each stage will run.
 
-Globs are relative to the watched folder, path-style: ``*`` never crosses a
-``/`` and ``**`` matches any number of folders (``**/*.py`` matches
-``a.py`` and ``x/y/a.py``). Imports are found by reading the candidate's
-source (``ast``), never by importing it.
+Globs are relative to the watched folder, path-style (see ``globs``:
+``match_glob`` and ``discover_files`` are re-exported here). Imports are
+found by reading the candidate's source (``ast``), never by importing it.
 """
 
 from __future__ import annotations
@@ -12,13 +11,11 @@ import ast
 import glob as _glob
 import hashlib
 import json
-import os
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 from .config import Config
-from .filters import IGNORED_DIRS
+from .globs import discover_files, match_glob
 
 __all__ = [
     "Candidate",
@@ -29,34 +26,6 @@ __all__ = [
     "match_glob",
     "selection_for",
 ]
-
-
-def match_glob(pattern: str, rel: str) -> bool:
-    """True when the posix path ``rel`` matches ``pattern`` (``**`` spans folders)."""
-    return _match(pattern.strip("/").split("/"), rel.split("/"))
-
-
-def _match(pat: list[str], parts: list[str]) -> bool:
-    if not pat:
-        return not parts
-    head = pat[0]
-    if head == "**":
-        return any(_match(pat[1:], parts[i:]) for i in range(len(parts) + 1))
-    if not parts:
-        return False
-    return fnmatchcase(parts[0], head) and _match(pat[1:], parts[1:])
-
-
-def discover_files(folder: Path, suffix: str = ".py") -> list[Path]:
-    """Every ``suffix`` file under ``folder``, skipping ignored folders, sorted."""
-    out: list[Path] = []
-    skip = set(IGNORED_DIRS)
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(suffix) and not name.startswith("."):
-                out.append(Path(dirpath) / name)
-    return out
 
 
 @dataclass(frozen=True)

@@ -7,29 +7,26 @@ only adds the file-system loop and the dashboard on top.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 import threading
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .config import Config, ConfigError, load_config
+from .dependencies import DependencyIndex
 from .devices import DeviceInfo
 from .events import EventBus
 from .filters import Change
 from .history import STATE_DIR, History, new_run_id
-from .mapping import Candidate, CandidateMap, local_imports
+from .mapping import Candidate, CandidateMap
 from .scheduler import Scheduler
 from .stage import Run, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
 from .stage.plan import base_env
+from .stage.run import start_run
 from .stage.warm import WarmStarter
 from .status import ALL_SKIPPED, PASSED, STAGES
 
 __all__ = ["Session", "pipeline_stages"]
-
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
-
 
 def pipeline_stages(policy: str) -> list[str]:
     """Stages of a save under a benchmark policy (``manual`` waits for a key)."""
@@ -82,7 +79,7 @@ class Session:
         self._lock = threading.RLock()
         self._seq = 0
         self._last_key: dict[str, tuple[str, str]] = {}
-        self._deps: dict[str, set[Path]] = {}
+        self.deps = DependencyIndex()
         self._unmapped_seen: set[str] = set()
         self._speedup_prev: dict[str, float] = {}
         self.last_runs: dict[str, dict[str, Any]] = {}  # candidate rel -> run_finished
@@ -218,36 +215,15 @@ class Session:
             self._fps[key] = fp
             self._seq += 1
             seq = self._seq
-            self._deps[key] = self._dependencies(cand, data)
+        self.deps.index(cand, data, self.config, self.map)
         run_id = new_run_id(cand.path.stem, sha)
-        run_dir = self.history.run_dir(run_id)
-        snap = run_dir / "snapshot" / _SAFE_NAME.sub("_", cand.path.name)
-        snap.parent.mkdir()
-        snap.write_bytes(data)
-        (run_dir / "run.json").write_text(
-            json.dumps(
-                {
-                    "run_id": run_id,
-                    "candidate": cand.rel,
-                    "path": str(cand.path),
-                    "content_sha256": sha,
-                    "operators": dict(cand.operators),
-                    "stages": stages,
-                    "reason": reason,
-                    "config": str(self.config.path),
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-        run = Run(
+        run = start_run(
+            self.history.run_dir(run_id),
             run_id=run_id,
             candidate=cand,
+            source=data,
             sha256=sha,
-            stages=list(stages),
-            run_dir=run_dir,
-            snapshot=snap,
+            stages=stages,
             config=self.config,
             reason=reason,
             fingerprint=fp,
@@ -299,27 +275,10 @@ class Session:
 
     # -- changes --------------------------------------------------------------
 
-    def _dependencies(self, cand: Candidate, data: bytes) -> set[Path]:
-        """Files whose change re-runs ``cand``: its local imports, its
-        operators' test and benchmark files and the conftests above them."""
-        return local_imports(data, cand.path, [self.config.project, self.config.watch]) | self.map.selection_files(cand.ops)
-
     def scan_dependencies(self, candidates: list[Candidate] | None = None) -> None:
         """Index every mapped file's dependencies (without running anything);
         ``candidates``: the mapped files, when the caller has just listed them."""
-        for c in self.candidates() if candidates is None else candidates:
-            try:
-                data = c.path.read_bytes()
-            except OSError:
-                continue
-            deps = self._dependencies(c, data)
-            with self._lock:
-                self._deps[str(c.path)] = deps
-
-    def dependents(self, path: Path) -> list[str]:
-        p = Path(path).resolve()
-        with self._lock:
-            return [k for k, deps in self._deps.items() if p in deps]
+        self.deps.scan(self.candidates() if candidates is None else candidates, self.config, self.map)
 
     def handle_changes(self, batch: Iterable[tuple[Change, str]]) -> None:
         """React to one debounced batch of (change, absolute path)."""
@@ -342,7 +301,7 @@ class Session:
                 else:
                     self._forget(cand)
                 continue
-            deps = self.dependents(path)
+            deps = self.deps.dependents(path)
             for d in deps:
                 touched[d] = f"changed {self.config.rel(path)}"
             if not deps and path.suffix == ".py" and path.exists() and self._in_watch(path):
@@ -374,7 +333,7 @@ class Session:
         """Forget a file's last run key and dependencies (deleted or unmapped)."""
         with self._lock:
             self._last_key.pop(key, None)
-            self._deps.pop(key, None)
+        self.deps.forget(key)
 
     def reload_config(self) -> bool:
         """Load config.yaml again; a bad edit keeps the last good config."""
@@ -420,9 +379,7 @@ class Session:
         """(folder, recursive) pairs the watcher must observe."""
         roots: dict[Path, bool] = {self.config.watch: True}
         roots.setdefault(self.config.path.parent, False)
-        with self._lock:
-            deps = set().union(*self._deps.values()) if self._deps else set()
-        for d in deps:
+        for d in self.deps.files():
             parent = d.parent
             if self._in_watch(parent):
                 continue

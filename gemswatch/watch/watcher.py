@@ -12,7 +12,7 @@ import os
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Protocol
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -21,7 +21,7 @@ from watchdog.observers.polling import PollingObserver
 from .debounce import Debouncer
 from .filters import Change, DefaultFilter
 
-__all__ = ["FileWatcher", "watch_loop", "Command"]
+__all__ = ["FileWatcher", "watch_loop", "Command", "WatchedSession"]
 
 Filter = Callable[[Change, str], bool]
 
@@ -104,8 +104,22 @@ class FileWatcher:
             self.observer.join(timeout=5)
 
 
+class WatchedSession(Protocol):
+    """What the loop drives (:class:`~.session.Session` is the real one)."""
+
+    def watch_roots(self) -> list[tuple[Path, bool]]:
+        """(folder, recursive) pairs to observe."""
+        ...
+
+    def run_all(self, reason: str = "start") -> Any:
+        ...
+
+    def handle_changes(self, batch: Iterable[tuple[Change, str]]) -> None:
+        ...
+
+
 def watch_loop(
-    session: Any,
+    session: WatchedSession,
     watcher: FileWatcher,
     inbox: "queue.Queue[Any]",
     stop: threading.Event,

@@ -1,5 +1,8 @@
 """End-to-end tests of the correctness plugin (gemswatch.testing.correctness)
-through pytester (seed sections 4, 6 and 7; weaknesses W-1, W-5, W-14).
+through pytester: overrides applied once per session and restored after it,
+per-case candidate call counts and the report, an uncalled candidate failing
+the session, usage errors, ``--list-overrides``, and concurrent sessions
+overriding the same operator with different candidates.
 
 Each test writes a tiny operator module ``fakeops`` and candidates into the
 pytester folder and points ``--override-module fakeops`` at it, so sessions
@@ -210,7 +213,8 @@ def test_config_file_relative_paths_and_command_line_precedence(suite, fakeops):
 
 
 def test_session_restores_none_and_removes_new_attributes(suite, fakeops):
-    # Seed section 1: "The same behavior applies to --override and --override-config."
+    # --override and --override-config restore alike: an attribute that was
+    # None is None again, one that did not exist is removed.
     (suite.path / "ov.json").write_text(json.dumps({"overrides": {"nothing": "cands/variant_a.py:my_softmax"}}))
     suite.makepyfile(
         test_new="""
@@ -461,7 +465,7 @@ def test_misspelled_op_is_announced_as_new_attribute(suite):
 
 
 def test_pytest_main_returns_an_exit_code_for_uncalled(suite):
-    # W-14: pytest.main() in-process returns 1 instead of raising AssertionError.
+    # pytest.main() in-process returns 1 instead of raising AssertionError.
     suite.makepyfile(test_one=CALLS_SOFTMAX)
     reprec = suite.inline_run(
         "-p", "no:cacheprovider", "--override-module", "fakeops", "--override", "sofmax:cands/variant_a.py:my_softmax"
@@ -497,7 +501,7 @@ def test_no_tests_selected(suite):
 
 
 # ---------------------------------------------------------------------------
-# Usage errors: exit 4, one line, the session does not run (W-1)
+# Usage errors: exit 4, one line, the session does not run
 # ---------------------------------------------------------------------------
 
 
@@ -542,7 +546,7 @@ def test_bad_override_is_a_usage_error_and_nothing_runs(suite, fakeops, args, fr
 
 
 # ---------------------------------------------------------------------------
-# --list-overrides (W-5)
+# --list-overrides: print the active overrides and exit without running
 # ---------------------------------------------------------------------------
 
 
@@ -578,7 +582,7 @@ def test_list_overrides_with_a_bad_spec_is_still_a_usage_error(suite):
 
 
 # ---------------------------------------------------------------------------
-# Seed section 7: concurrent processes, same operator, different candidates
+# Concurrent processes, same operator, different candidates
 # ---------------------------------------------------------------------------
 
 CONCURRENT_TEST = """

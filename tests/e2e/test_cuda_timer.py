@@ -15,7 +15,7 @@ import torch
 
 from _e2e_helpers import matmuls_on_two_streams
 
-from gemswatch.gems.ops import _tune
+from gemswatch.gems.ops import _timing, _tune
 from gemswatch.testing.benchmark import timing
 
 CYCLES_PER_MS = 1_000_000.0
@@ -66,7 +66,7 @@ class FakeGpu:
         monkeypatch.setattr(torch.cuda, "Event", Event)
         monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
         monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: gpu.launch(cycles / CYCLES_PER_MS), raising=False)
-        monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: gpu.host / 1e3))
+        monkeypatch.setattr(_timing, "time", types.SimpleNamespace(perf_counter=lambda: gpu.host / 1e3))
         monkeypatch.setattr(timer, "_flush", lambda: gpu.launch(FLUSH_MS))
 
 

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+
 @pytest.fixture
 def cand(tmp_path):
     """A candidate file outside any package whose name is not importable."""
@@ -16,6 +17,7 @@ def cand(tmp_path):
     path.parent.mkdir()
     path.write_text("def my_softmax(x, dim=-1, dtype=None):\n    return ('cand', x)\n")
     return path
+
 
 def test_global_registry_with_uncalled_candidate_exits_cleanly(cand):
     # Nothing of the registry runs at interpreter exit, not even for an uncalled candidate.
@@ -30,6 +32,7 @@ def test_global_registry_with_uncalled_candidate_exits_cleanly(cand):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+
 
 def test_an_override_installed_before_enable_is_what_aten_calls():
     # enable() leaves a process-wide registration behind: run it in a child.
@@ -60,6 +63,7 @@ def test_an_override_installed_before_enable_is_what_aten_calls():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
+
 def test_find_kernel_source_does_not_import_gems():
     code = textwrap.dedent(
         """
@@ -73,8 +77,27 @@ def test_find_kernel_source_does_not_import_gems():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["norm.py", "gemswatch.gems.ops", "False"]
 
+
 def test_cli_module_has_no_side_effects_on_import():
     # Importing the CLI helpers must not import the operator library (cheap for argparse tools).
     code = "import sys, gemswatch.cli_override; print('gemswatch.gems' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_importing_every_watcher_module_loads_no_heavy_module():
+    code = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys
+        import gemswatch.watch
+        for m in pkgutil.walk_packages(gemswatch.watch.__path__, "gemswatch.watch."):
+            if not m.name.endswith("__main__"):
+                importlib.import_module(m.name)
+        heavy = ("torch", "triton", "numpy", "pytest", "_pytest")
+        print(sorted(m for m in sys.modules if m.split(".")[0] in heavy
+                     or m.startswith(("gemswatch.gems", "gemswatch.testing", "gemswatch.override"))))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]"]

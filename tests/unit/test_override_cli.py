@@ -1,5 +1,8 @@
-"""Unit tests of gemswatch.cli_override (seed section 3; protocol §2 and
-weaknesses W-1, W-3, W-4, W-6)."""
+"""Unit tests of gemswatch.cli_override (gemswatch.override.cli): the
+``--override`` spec grammar, YAML/JSON config files whose relative paths
+resolve against the config's folder, the command line winning over the
+config, all-or-nothing application with one-line errors, and the argparse
+and pytest option wiring."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from gemswatch.override.cli import (
 from gemswatch.override.registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 
 # ---------------------------------------------------------------------------
-# Spec grammar (W-4)
+# Spec grammar: OP:PATH[:FUNC] or OP=PATH[:FUNC]; drive letters, ':' and '='
+# inside a path stay in the path
 # ---------------------------------------------------------------------------
 
 
@@ -81,7 +85,7 @@ def test_parse_override_spec_rejects_empty_or_malformed_parts(spec, fragment):
 
 
 # ---------------------------------------------------------------------------
-# Config files (W-3, W-6)
+# Config files: paths relative to the config's folder, schema errors named
 # ---------------------------------------------------------------------------
 
 YAML_CONFIG = """\
@@ -152,7 +156,7 @@ def test_config_path_given_relative_to_cwd(config_dir):
 @pytest.mark.parametrize(
     "name, text, fragment",
     [
-        ("o.yaml", "override:\n  softmax: a.py\n", "no 'overrides' mapping"),  # the typo W-6 names
+        ("o.yaml", "override:\n  softmax: a.py\n", "no 'overrides' mapping"),  # a misspelled top-level key
         ("o.yaml", "", "no 'overrides' mapping"),  # empty YAML document
         ("o.yaml", "# only a comment\n", "no 'overrides' mapping"),
         ("o.yaml", "- softmax: a.py\n", "no 'overrides' mapping"),
@@ -232,7 +236,7 @@ def test_collect_reports_a_bad_spec():
 
 
 # ---------------------------------------------------------------------------
-# Applying (W-1): all or nothing, one-line errors
+# Applying: all or nothing, one-line errors
 # ---------------------------------------------------------------------------
 
 

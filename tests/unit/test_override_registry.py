@@ -1,9 +1,12 @@
-"""Unit tests of gemswatch.dynamic_registry (seed sections 1, 2, 5, 6 and 7;
-protocol weaknesses W-2, W-3, W-9, W-10, W-11, W-12, W-23).
+"""Unit tests of gemswatch.dynamic_registry (gemswatch.override.registry):
+overriding from Python and restoring, loading candidates from standalone
+files, error messages that name the file, function and fix, call tracking and
+unused candidates, wrappers that outlive their restore, dotted module names,
+and the candidate's module and folder while it is installed.
 
 Most tests override attributes of a throw-away module (the ``target``
-fixture) so they never import torch; the last section runs the seed's own
-examples against ``gemswatch.gems``.
+fixture) so they never import torch; the last section overrides
+``gemswatch.gems`` itself, including through the ATen dispatcher.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def cand(write):
 
 
 # ---------------------------------------------------------------------------
-# Section 1: overriding from Python, restoring
+# Overriding from Python, restoring
 # ---------------------------------------------------------------------------
 
 
@@ -89,7 +92,7 @@ def test_enter_installs_nothing(target):
 
 
 def test_exit_does_not_replace_body_exception_with_unused_error(target, cand):
-    # W-11: the body's exception wins; the unused-candidate finding is a note on it.
+    # The body's exception wins; the unused-candidate finding is a note on it.
     original = target.softmax
     with pytest.raises(KeyError, match="boom") as info:
         with DynamicOpOverride() as registry:
@@ -247,7 +250,7 @@ def test_uncalled_existing_operator_message_names_file_function_and_fix(target, 
 
 
 # ---------------------------------------------------------------------------
-# Section 2: loading from a standalone file
+# Loading from a standalone file
 # ---------------------------------------------------------------------------
 
 
@@ -385,7 +388,7 @@ def test_load_impl_from_file_relative_to_base_dir(cand):
 
 
 # ---------------------------------------------------------------------------
-# Errors (W-2, W-23): OverrideError (a ValueError) naming file, function, fix
+# Errors: OverrideError (a ValueError) naming file, function, fix
 # ---------------------------------------------------------------------------
 
 
@@ -495,7 +498,7 @@ def test_bad_target_module_raises_override_error(cand, module_name):
 
 
 # ---------------------------------------------------------------------------
-# Section 6: call tracking, unused candidates (W-12)
+# Call tracking; an installed file candidate never called fails restore
 # ---------------------------------------------------------------------------
 
 
@@ -559,7 +562,7 @@ def test_bare_override_is_not_tracked(target):
 
 
 def test_bare_override_after_file_override_untracks(target, cand):
-    # W-12: the bare replacement is what runs now; the file candidate is gone.
+    # The bare replacement is what runs now; the file candidate is gone.
     registry = DynamicOpOverride()
     registry.override_from_file("softmax", cand, "my_softmax", target.__name__)
     registry.override("softmax", my_softmax, target.__name__)
@@ -650,7 +653,8 @@ def test_list_overrides_and_describe(target, cand):
 
 
 # ---------------------------------------------------------------------------
-# W-10: stale wrappers; W-11: no GC-time checks
+# A wrapper still referenced after restore keeps working and never raises;
+# dropping a registry runs no check at garbage collection
 # ---------------------------------------------------------------------------
 
 
@@ -703,7 +707,8 @@ def test_global_api(target):
 
 
 # ---------------------------------------------------------------------------
-# W-9: dotted module names
+# Dotted module names: imported when first named; restoring the parent leaves
+# the child alone
 # ---------------------------------------------------------------------------
 
 
@@ -758,7 +763,8 @@ def test_restore_single_op_of_dotted_module(dotted_package):
 
 
 # ---------------------------------------------------------------------------
-# W-3: candidate module in sys.modules, its folder on sys.path
+# The candidate's module is in sys.modules and its folder on sys.path while
+# it is installed, and both are gone after
 # ---------------------------------------------------------------------------
 
 SIBLING_CANDIDATE = """
@@ -867,7 +873,7 @@ def test_same_file_for_two_operators(target, cand):
 
 
 # ---------------------------------------------------------------------------
-# The seed's own examples against gemswatch.gems (sections 1 and 5)
+# Overriding gemswatch.gems itself, directly and through the dispatcher
 # ---------------------------------------------------------------------------
 
 
@@ -880,7 +886,7 @@ def gems():
     return gems
 
 
-def test_seed_section_1_example(gems):
+def test_context_manager_override_of_gems_softmax_is_called_then_restored(gems):
     import torch
 
     calls = []
@@ -899,7 +905,7 @@ def test_seed_section_1_example(gems):
     assert gems.softmax is original
 
 
-def test_seed_section_1_explicit_restore_and_injection(gems):
+def test_explicit_restore_and_injected_gems_operator_removed_by_restore_all(gems):
     registry = DynamicOpOverride()
     registry.override("softmax", my_softmax)
     registry.override("sparse_csr_tensor", my_softmax)
@@ -922,7 +928,7 @@ def _counting_softmax(calls):
     return my_softmax
 
 
-def test_seed_section_5_override_before_use_gems_reaches_the_dispatcher(gems):
+def test_override_before_use_gems_reaches_the_dispatcher(gems):
     import torch
 
     calls = []

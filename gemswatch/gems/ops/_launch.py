@@ -12,10 +12,7 @@ import functools
 from dataclasses import dataclass
 
 import torch
-
-from .. import _device  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
-
-import triton.language as tl  # noqa: E402
+import triton.language as tl
 
 __all__ = [
     "MAX_FUSED_SIZE",

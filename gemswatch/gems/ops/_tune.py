@@ -3,23 +3,25 @@
 Triton's own autotuner times configs with events around each call while the
 host launches them; a kernel of a few microseconds then measures mostly the
 host's launch overhead (tens of microseconds for a Triton launch), and the
-choice among configs is noise. Tuning here uses the benchmark's
-``CudaEventTimer`` instead (spin ahead of the launches, L2 flushed, events
-around each call alone), on short budgets: a ranking, not a report figure.
+choice among configs is noise. Tuning here uses ``CudaEventTimer``
+(:mod:`._timing`, the benchmark's timer) instead (spin ahead of the launches,
+L2 flushed, events around each call alone), on short budgets: a ranking, not
+a report figure.
 
 ``bench`` plugs into ``triton.autotune(do_bench=...)``; ``fastest`` picks
 among arbitrary calls (a split-K product launches two kernels).
+
+Imports torch and :mod:`._timing`; never ``gemswatch.testing``,
+``gemswatch.watch`` or pytest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from ...testing.benchmark.timing import CudaEventTimer
+from ._timing import CudaEventTimer
 
 __all__ = ["bench", "fastest"]
 
@@ -34,9 +36,6 @@ _UNRUNNABLE = {"OutOfResources", "PTXASError", "CompileTimeAssertionFailure"}
 
 
 def _timer() -> CudaEventTimer:
-    # Imported here: the harness is only needed once something is tuned.
-    from ...testing.benchmark.timing import CudaEventTimer
-
     index = torch.cuda.current_device()
     if index not in _timers:
         _timers[index] = CudaEventTimer("cuda", _WARMUP_MS, _ITER_MS)

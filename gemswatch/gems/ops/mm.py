@@ -16,6 +16,11 @@ Problems under ``AUTOTUNE_MIN_FLOPS`` use one heuristic tile instead of the
 autotuner: tuning costs far more than a small product. Larger ones are tuned
 once per shape with ``_tune`` timing, and those with few output tiles also
 choose between splitting K and not (``_split_plan``).
+
+The module is longer than most because the house rule is one kernel family
+per module: both kernels, their tile and split-K heuristics and the tuning
+lists share one calling convention and are changed together, so they are
+kept in one file rather than split.
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ import contextlib
 import functools
 
 import torch
-
-from .._device import interpreted  # noqa: I001  (must precede triton)
-from ._launch import cdiv, device_index, multiprocessors, next_pow2
-from ._tune import bench, fastest
 import triton
 import triton.language as tl
+
+from .._device import interpreted
+from ._launch import cdiv, device_index, multiprocessors, next_pow2
+from ._tune import bench, fastest
 
 __all__ = ["mm", "addmm", "addmm_"]
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 from numbers import Number
 
 import torch
+import triton
+import triton.language as tl
 
 from . import _launch
-
-import triton  # noqa: E402  (after _launch, which sets the interpreter flag)
-import triton.language as tl  # noqa: E402
 
 __all__ = ["add", "mul", "gelu", "silu"]
 

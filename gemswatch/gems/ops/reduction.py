@@ -13,11 +13,10 @@ import math
 from collections.abc import Sequence
 
 import torch
+import triton
+import triton.language as tl
 
 from . import _launch
-
-import triton  # noqa: E402  (after _launch, which sets the interpreter flag)
-import triton.language as tl  # noqa: E402
 
 __all__ = ["sum", "mean", "amax"]
 

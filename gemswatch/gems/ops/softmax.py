@@ -12,11 +12,10 @@ of one slab and does the same down the columns. Math in fp32.
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 
 from . import _launch
-
-import triton  # noqa: E402  (after _launch, which sets the interpreter flag)
-import triton.language as tl  # noqa: E402
 
 __all__ = ["softmax", "log_softmax"]
 

@@ -3,7 +3,7 @@
 ``benchmark/conftest.py`` loads it with ``pytest_plugins``. It adds the
 override options shared with ``tests/``, the benchmark options
 (:mod:`.options`) and the ``pytest_flaggems_profile_scope`` hookspec; it
-keeps the session's state on a :class:`BenchmarkPlugin` object (registered at
+keeps the session on a :class:`BenchmarkPlugin` object (registered at
 configure and kept in ``config.stash``) and gives tests the ``bench`` fixture::
 
     def test_softmax(bench):
@@ -27,6 +27,11 @@ checks and times softmax, not the family file's other operators.
 Rules only turn a passing exit status into 1 (the case-selection rule also
 turns "no tests collected", 5, into 1); interrupts and usage errors keep
 their codes.
+
+What the runs record lives on the plugin's :class:`~.state.BenchState`,
+which the plugin creates and each ``bench`` runner writes through its
+methods; the plugin itself owns only the session's problems and the report.
+Imports pytest and the harness's own modules; never ``gemswatch.watch``.
 """
 
 from __future__ import annotations
@@ -39,8 +44,7 @@ import pytest
 
 from ..session_overrides import SessionOverrides, add_report_options
 from . import hookspec
-from .cases import CaseList, CaseSpec
-from .options import BenchOptions, add_options, read_options
+from .options import add_options, read_options
 from .reference import FAILING_STATUSES, reference_status
 from .reports import (
     benchmark_log,
@@ -52,7 +56,7 @@ from .reports import (
     write_text_atomic,
 )
 from .runner import BenchmarkRunner
-from .timing import Timer, copy_bandwidth_gbps, make_timer
+from .state import BenchState
 
 __all__ = ["BenchmarkPlugin", "bench"]
 
@@ -61,77 +65,24 @@ _PLUGIN_KEY = pytest.StashKey["BenchmarkPlugin"]()
 
 @dataclass(eq=False)  # pluggy keeps plugins in sets: identity hash and equality
 class BenchmarkPlugin:
-    """A benchmark session's state and its session-level hooks."""
+    """A benchmark session's session-level hooks, the rules and the report."""
 
-    config: pytest.Config
-    options: BenchOptions
-    overrides: SessionOverrides | None
-    available: dict[str, CaseSpec] = field(default_factory=dict)
-    executed: set[str] = field(default_factory=set)
-    reference_skipped: set[str] = field(default_factory=set)
-    preflight_records: list[dict[str, Any]] = field(default_factory=list)
-    reference_records: list[dict[str, Any]] = field(default_factory=list)
-    case_lists: list[CaseList] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)
-    query_lines: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    node_ops: dict[str, list[str]] = field(default_factory=dict)
-    reached_candidate: bool = False  # a benchmark got as far as running a candidate
+    state: BenchState
     problems: list[str] = field(default_factory=list)
     written: str | None = None
-    _timer: Timer | None = None
-    _copy_gbps: float | None = None
-
-    # -- device -------------------------------------------------------------
-
-    @property
-    def device(self) -> str:
-        from gemswatch import gems
-
-        return gems.device
-
-    @property
-    def interpreted(self) -> bool:
-        from gemswatch import gems
-
-        return bool(gems.interpreted)
-
-    @property
-    def backend(self) -> str:
-        """The vendor name passed to the profile hook."""
-        if self.device != "cuda":
-            return "cpu"
-        import torch
-
-        return "amd" if getattr(torch.version, "hip", None) else "nvidia"
-
-    @property
-    def timer(self) -> Timer:
-        if self._timer is None:
-            self._timer = make_timer(self.device, self.options.warmup_ms, self.options.iter_ms)
-        return self._timer
-
-    @property
-    def copy_gbps(self) -> float | None:
-        """Device-to-device copy bandwidth (GB/s, read + write) measured once
-        in this session with the session's timer: the ceiling memory-bound
-        cases are compared with. None off CUDA."""
-        if self._copy_gbps is None and self.device == "cuda":
-            self._copy_gbps = copy_bandwidth_gbps(self.timer)
-        return self._copy_gbps
 
     # -- hooks ------------------------------------------------------------------
 
     def pytest_report_header(self) -> list[str]:
-        o = self.options
+        o, overrides = self.state.options, self.state.overrides
         lines = [f"gems benchmark: mode {o.mode}, level {o.level}"
                  + (f", dtypes {', '.join(o.dtypes)}" if o.dtypes else "")]
-        return lines + (self.overrides.header_lines() if self.overrides else [])
+        return lines + (overrides.header_lines() if overrides else [])
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        if self.options.mode != "reference":
+        if self.state.options.mode != "reference":
             return
-        tests_dir = Path(self.config.rootpath) / "tests"
+        tests_dir = Path(self.state.config.rootpath) / "tests"
         for item in items:
             if Path(item.path).is_relative_to(tests_dir):
                 raise pytest.UsageError(
@@ -139,16 +90,16 @@ class BenchmarkPlugin:
                 )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.options.mode != "reference" or not (report.failed or report.skipped):
+        if self.state.options.mode != "reference" or not (report.failed or report.skipped):
             return
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         else:
             crash = getattr(report.longrepr, "reprcrash", None)
             reason = crash.message if crash is not None else str(report.longrepr or "")
-        self.reference_records.append({
+        self.state.add_reference_record({
             "nodeid": report.nodeid,
-            "operator": ",".join(self.node_ops.get(report.nodeid, [])) or report.nodeid,
+            "operator": ",".join(self.state.node_ops.get(report.nodeid, [])) or report.nodeid,
             "status": "FAILED" if report.failed else "SKIP",
             "reason": reason,
             "pytest_phase": report.when,
@@ -159,25 +110,26 @@ class BenchmarkPlugin:
         original = int(exitstatus)
         if original == pytest.ExitCode.USAGE_ERROR:
             return
-        o = self.options
+        st = self.state
+        o = st.options
         fail = False  # a rule that fails a passing session
         if o.mode == "reference":
-            status = reference_status(self.reference_records)
+            status = reference_status(st.reference_records)
             if status in FAILING_STATUSES:
                 self.problems.append(f"reference-only status {status}")
                 fail = True
         if o.mode == "preflight":
-            bad = [r for r in self.preflight_records if r["status"] != "passed"]
-            if not self.preflight_records:
+            bad = [r for r in st.preflight_records if r["status"] != "passed"]
+            if not st.preflight_records:
                 self.problems.append("preflight checked no case (empty plan, all skipped or deselected)")
                 fail = True
             elif bad:
-                self.problems.append(f"preflight: {len(bad)} of {len(self.preflight_records)} cases did not pass")
+                self.problems.append(f"preflight: {len(bad)} of {len(st.preflight_records)} cases did not pass")
                 fail = True
         selection_failed = False
         if o.case_ids:
-            unknown = sorted(set(o.case_ids) - set(self.available))
-            missed = sorted(set(o.case_ids) - set(unknown) - self.executed - self.reference_skipped)
+            unknown = sorted(set(o.case_ids) - set(st.available))
+            missed = sorted(set(o.case_ids) - set(unknown) - st.executed - st.reference_skipped)
             if unknown or missed:
                 hint = (
                     f"; ids depend on the checkout, --level ({o.level}) and --dtypes: list them with the same options"
@@ -186,8 +138,8 @@ class BenchmarkPlugin:
                 )
                 self.problems.append(f"case selection failed: unknown={unknown}; not_executed={missed}{hint}")
                 selection_failed = True
-        if o.calls_candidate and self.reached_candidate and self.overrides is not None:
-            for message in self.overrides.uncalled_messages():
+        if o.calls_candidate and st.reached_candidate and st.overrides is not None:
+            for message in st.overrides.uncalled_messages():
                 self.problems.append(f"UNCALLED: {message}")
                 fail = True
         if (fail and original == 0) or (selection_failed and original in (0, 5)):
@@ -195,20 +147,21 @@ class BenchmarkPlugin:
         self._write_report(original, int(session.exitstatus))
 
     def _write_report(self, original: int, final: int) -> None:
-        o = self.options
+        st = self.state
+        o = st.options
         if o.output is None:
             return
         verdict = "passed" if final == 0 else "failed"
         if o.mode == "list":
-            data: Any = case_list_report(self.case_lists)
+            data: Any = case_list_report(st.case_lists)
         elif o.mode == "preflight":
-            data = preflight_report(self.preflight_records, verdict, final, self.problems)
+            data = preflight_report(st.preflight_records, verdict, final, self.problems)
         elif o.mode == "reference":
-            data = reference_report(self.reference_records, reference_status(self.reference_records, original))
+            data = reference_report(st.reference_records, reference_status(st.reference_records, original))
         elif o.mode == "timing":
             data = benchmark_report(
-                self.results, device=self.device, interpreted=self.interpreted, level=o.level,
-                timer=self.timer.name, warmup_ms=o.warmup_ms, iter_ms=o.iter_ms, copy_gbps=self._copy_gbps,
+                st.results, device=st.device, interpreted=st.interpreted, level=o.level,
+                timer=st.timer.name, warmup_ms=o.warmup_ms, iter_ms=o.iter_ms, copy_gbps=st.measured_copy_gbps,
                 status=verdict,
                 exit_status=final, problems=self.problems,
             )
@@ -223,26 +176,27 @@ class BenchmarkPlugin:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         write = terminalreporter.write_line
-        if self.query_lines:
+        st = self.state
+        if st.query_lines:
             terminalreporter.section("gems benchmark query")
-            for line in self.query_lines:
+            for line in st.query_lines:
                 write(line)
-        for note in self.notes:
+        for note in st.notes:
             write(f"gemswatch: {note}")
-        if self.options.mode == "timing" and self.results:
-            for b in self.results:
+        if st.options.mode == "timing" and st.results:
+            for b in st.results:
                 g = b["geomean_speedup"]
                 write(f"gemswatch: {b['operator']}: geomean speedup "
-                      f"{'-' if g is None else f'{g:.3g}'} over {len(b['cases'])} cases ({self.timer.name}, "
-                      f"{self.device}{', Triton interpreter' if self.interpreted else ''})")
+                      f"{'-' if g is None else f'{g:.3g}'} over {len(b['cases'])} cases ({st.timer.name}, "
+                      f"{st.device}{', Triton interpreter' if st.interpreted else ''})")
         for problem in self.problems:
             write(f"gemswatch: {problem}", red=True, bold=True)
         if self.written:
             write(f"gemswatch: {self.written}")
 
     def pytest_unconfigure(self) -> None:
-        if self.overrides is not None:
-            self.overrides.restore()
+        if self.state.overrides is not None:
+            self.state.overrides.restore()
 
 
 # -- hooks seen by pytest when a conftest lists this module in pytest_plugins --
@@ -265,7 +219,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # row max), and numpy warns about them; benchmarks judge no numerics.
     config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
     overrides = SessionOverrides.install(config)
-    plugin = BenchmarkPlugin(config, options, overrides)
+    plugin = BenchmarkPlugin(BenchState(config, options, overrides))
     config.stash[_PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "gemswatch-benchmark")
 
@@ -273,4 +227,4 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def bench(request: pytest.FixtureRequest) -> BenchmarkRunner:
     """Runs benchmarks for this test in the session's mode: ``bench.run(benchmark)``."""
-    return BenchmarkRunner(request.config.stash[_PLUGIN_KEY], request.node.nodeid)
+    return BenchmarkRunner(request.config.stash[_PLUGIN_KEY].state, request.node.nodeid)

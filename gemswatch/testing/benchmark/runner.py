@@ -5,7 +5,11 @@ run plans its cases (tensor-free), registers their ids with the session, then
 lists, queries, preflights, profiles, times or runs the reference, as the
 options say. A failing case never hides the others: every selected case gets
 its record, and the test fails at the end naming how many failed, chained to
-the first failure so its traceback is shown.
+the first failure so its traceback is shown. Everything a run records goes
+into the session's :class:`~.state.BenchState`, through its methods.
+
+Imports pytest, torch and the harness's own modules; never the plugin
+(which imports this) or ``gemswatch.watch``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import importlib
 import math
 from contextlib import nullcontext, suppress
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -22,32 +26,16 @@ from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
 from .cases import CaseList, CaseSpec, case_seed, dtype_name
 from .reference import reference_failure
+from .state import BenchState
+from .summary import geomean, summarize
 from .timing import clone_inputs, single_call_ms, synchronize, tensor_bytes
 
-if TYPE_CHECKING:
-    from .plugin import BenchmarkPlugin
-
+# geomean and summarize live in .summary; re-exported for existing imports.
 __all__ = ["BenchmarkRunner", "CaseFailures", "geomean", "summarize"]
 
 
 class CaseFailures(Exception):
     """Some cases of a benchmark failed; raised after all of them ran."""
-
-
-def geomean(values: list[float]) -> float | None:
-    """Geometric mean of the positive finite values, None when there are none."""
-    good = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not good:
-        return None
-    return math.exp(sum(math.log(v) for v in good) / len(good))
-
-
-def summarize(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float | None, str | None]:
-    """(cases without error, their geomean speedup, candidate_source): the
-    source is "override" only when every good case timed the injected candidate."""
-    good = [c for c in cases if c["error"] is None]
-    sources = {c["candidate_source"] for c in good}
-    return good, geomean([c["speedup"] for c in good]), "override" if good and sources == {"override"} else None
 
 
 def _describe(error: BaseException) -> str:
@@ -70,8 +58,8 @@ class _LocalCounter:
 class BenchmarkRunner:
     """Runs benchmarks for one test item (what the ``bench`` fixture returns)."""
 
-    def __init__(self, plugin: "BenchmarkPlugin", nodeid: str) -> None:
-        self.plugin = plugin
+    def __init__(self, state: BenchState, nodeid: str) -> None:
+        self.state = state  # the session's; written only through its methods
         self.nodeid = nodeid
         self._ids: set[str] = set()
 
@@ -80,7 +68,7 @@ class BenchmarkRunner:
     def resolve(self, op: str) -> tuple[Callable, bool]:
         """The callable to run for ``op`` now: the session's injected
         candidate (True) or the live module attribute (False)."""
-        overrides = self.plugin.overrides
+        overrides = self.state.overrides
         candidate = overrides.candidate(op) if overrides is not None else None
         if candidate is not None:
             return candidate, True
@@ -96,7 +84,7 @@ class BenchmarkRunner:
         override registry for an injected candidate, else by a local counter."""
         fn, is_override = self.resolve(op)
         if is_override:
-            overrides = self.plugin.overrides
+            overrides = self.state.overrides
             return fn, (lambda: overrides.calls(op)), True
         counted = _LocalCounter(fn)
         return counted, (lambda: counted.calls), False
@@ -105,15 +93,15 @@ class BenchmarkRunner:
 
     def run(self, benchmark: Benchmark) -> None:
         """Run ``benchmark`` in the session's mode."""
-        p, o = self.plugin, self.plugin.options
-        p.node_ops.setdefault(self.nodeid, []).append(benchmark.op)
+        st, o = self.state, self.state.options
+        st.add_benchmark(self.nodeid, benchmark.op)
         wanted = tuple(getattr(torch, n) for n in o.dtypes) if o.dtypes else None
         if not benchmark.dtypes_for(wanted):
             pytest.skip(
                 f"{benchmark.op}: benchmarks {', '.join(dtype_name(d) for d in benchmark.dtypes)}; "
                 f"--dtypes selects none of them"
             )
-        specs = benchmark.plan(self.nodeid, o.level, wanted, p.interpreted)
+        specs = benchmark.plan(self.nodeid, o.level, wanted, st.interpreted)
         if not specs:
             raise ValueError(f"{benchmark.op}: the benchmark plans no case at level {o.level}; add cases for it")
         for spec in specs:
@@ -123,17 +111,17 @@ class BenchmarkRunner:
                     "two benchmarks of one test must differ in operator, shape or params"
                 )
             self._ids.add(spec.case_id)
-            p.available[spec.case_id] = spec
+            st.add_planned(spec)
 
         if o.mode == "query":
             for s in specs:
-                p.query_lines.append(
+                st.add_query_line(
                     f"{benchmark.op} [{o.level}] {dtype_name(s.dtype)} shape={s.shape} params={s.params}"
                 )
             return
         if o.mode == "list":
-            p.case_lists.append(CaseList(benchmark.op, self.nodeid, o.level, specs))
-            p.notes.append(f"Listed {len(specs)} benchmark cases for {benchmark.op}.")
+            st.add_case_list(CaseList(benchmark.op, self.nodeid, o.level, specs))
+            st.add_note(f"Listed {len(specs)} benchmark cases for {benchmark.op}.")
             return
 
         selected = [s for s in specs if o.case_ids is None or s.case_id in o.case_ids]
@@ -143,8 +131,8 @@ class BenchmarkRunner:
             # From here on the session meant to run a candidate, so an override
             # that is never called is an error (a misspelled operator name
             # included, which makes the check below skip every benchmark).
-            p.reached_candidate = True
-            overrides = p.overrides
+            st.mark_candidate_reached()
+            overrides = st.overrides
             if overrides is not None and overrides.active and overrides.candidate(benchmark.op) is None:
                 names = sorted({row["operator"] for row in overrides.candidate_rows()})
                 pytest.skip(
@@ -162,21 +150,21 @@ class BenchmarkRunner:
     # -- preflight ----------------------------------------------------------
 
     def _preflight(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
-        p = self.plugin
+        st = self.state
         failures: list[tuple[CaseSpec, BaseException]] = []
         for spec in selected:
             record: dict[str, Any] = {"operator": bm.op, "nodeid": self.nodeid, "case_id": spec.case_id,
                                       "override": False, "count": 0, "status": "failed"}
-            p.preflight_records.append(record)
+            st.add_preflight_record(record)
             count = None
             watched = self._watched()
             try:
-                args, kwargs = bm.inputs(spec, p.device)
+                args, kwargs = bm.inputs(spec, st.device)
                 call, count, record["override"] = self._counted(bm.op)
                 pristine = clone_inputs(args, kwargs) if record["override"] else None  # for the replay check
                 start = count()
                 call(*args, **kwargs)
-                synchronize(p.device)
+                synchronize(st.device)
                 record["count"] = count() - start
                 if record["count"] != 1:
                     raise IntegrityError(
@@ -194,20 +182,20 @@ class BenchmarkRunner:
                 failures.append((spec, e))
                 continue
             record["status"] = "passed"
-            p.executed.add(spec.case_id)
+            st.mark_executed(spec.case_id)
         self._raise_failures(bm, "preflight", selected, failures)
 
     # -- profile ------------------------------------------------------------
 
     def _profile(self, bm: Benchmark, spec: CaseSpec) -> None:
-        p, o = self.plugin, self.plugin.options
-        warm_args, warm_kwargs = bm.inputs(spec, p.device)
+        st, o = self.state, self.state.options
+        warm_args, warm_kwargs = bm.inputs(spec, st.device)
         cap_args, cap_kwargs = clone_inputs(warm_args, warm_kwargs)
         call, count, _ = self._counted(bm.op)
         for _ in range(o.profile_warmup):
             call(*warm_args, **warm_kwargs)
-        synchronize(p.device)
-        scope = p.config.hook.pytest_flaggems_profile_scope(backend=p.backend, case_id=spec.case_id)
+        synchronize(st.device)
+        scope = st.config.hook.pytest_flaggems_profile_scope(backend=st.backend, case_id=spec.case_id)
         if scope is None:
             scope = nullcontext()
         elif not (hasattr(scope, "__enter__") and hasattr(scope, "__exit__")):
@@ -219,14 +207,14 @@ class BenchmarkRunner:
         with scope:
             for _ in range(o.profile_iterations):
                 call(*cap_args, **cap_kwargs)
-            synchronize(p.device)
+            synchronize(st.device)
         calls = count() - start
         if calls != o.profile_iterations:
             raise RuntimeError(
                 f"{bm.op}: the profile window ran the candidate {calls} times for {o.profile_iterations} iterations"
             )
-        p.executed.add(spec.case_id)
-        p.notes.append(
+        st.mark_executed(spec.case_id)
+        st.add_note(
             f"Profiled {spec.case_id} ({bm.op}): {o.profile_warmup} warmup and {o.profile_iterations} captured calls"
             f"{'' if isinstance(scope, nullcontext) else ' inside the provider scope'}."
         )
@@ -234,8 +222,8 @@ class BenchmarkRunner:
     # -- timing ----------------------------------------------------------------
 
     def _timing(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
-        p = self.plugin
-        timer = p.timer
+        st = self.state
+        timer = st.timer
         cases: list[dict[str, Any]] = []
         failures: list[tuple[CaseSpec, BaseException]] = []
         for spec in selected:
@@ -251,9 +239,9 @@ class BenchmarkRunner:
                 entry["error"] = _describe(e)
                 failures.append((spec, e))
                 continue
-            p.executed.add(spec.case_id)
+            st.mark_executed(spec.case_id)
         _, speedup, source = summarize(cases)
-        p.results.append({
+        st.add_result({
             "operator": bm.op,
             "nodeid": self.nodeid,
             "candidate_source": source,
@@ -263,14 +251,14 @@ class BenchmarkRunner:
         self._raise_failures(bm, "timing", selected, failures)
 
     def _time_case(self, bm: Benchmark, spec: CaseSpec, entry: dict[str, Any], timer) -> None:
-        p = self.plugin
-        args, kwargs = bm.inputs(spec, p.device)
+        st = self.state
+        args, kwargs = bm.inputs(spec, st.device)
         # Baseline and candidate each get their own copy, made outside the timed
         # window: an in-place op never sees the other's writes. The candidate
         # gets the case as built unless the replay check below needs it intact.
         base_args, base_kwargs = clone_inputs(args, kwargs)
         out = bm.baseline(*base_args, **base_kwargs)
-        synchronize(p.device)
+        synchronize(st.device)
 
         fn, is_override = self.resolve(bm.op)
         cand_args, cand_kwargs = clone_inputs(args, kwargs) if is_override else (args, kwargs)
@@ -301,8 +289,8 @@ class BenchmarkRunner:
         else:
             moved = tensor_bytes(args, kwargs) + tensor_bytes(out)
             entry["gbps"] = moved / (latency * 1e-3) / 1e9 if latency > 0 else None
-            if entry["gbps"] is not None and p.copy_gbps:
-                entry["pct_of_copy"] = 100.0 * entry["gbps"] / p.copy_gbps
+            if entry["gbps"] is not None and st.copy_gbps:
+                entry["pct_of_copy"] = 100.0 * entry["gbps"] / st.copy_gbps
         if is_override:
             entry["candidate_source"] = "override"
 
@@ -310,19 +298,19 @@ class BenchmarkRunner:
                     ) -> tuple[Callable, list[str]]:
         """Call the candidate once, untimed; returns (the function to time, the
         functions already changed before the call)."""
-        p = self.plugin
+        st = self.state
         if not is_override:
             fn(*args, **kwargs)
-            synchronize(p.device)
+            synchronize(st.device)
             return fn, []
         # One call through the counting wrapper proves the injected candidate
         # runs; the timed calls then go to the function it wraps, so the
         # wrapper's Python overhead is not charged to the candidate.
         watched = self._watched()
-        before = p.overrides.calls(bm.op)
+        before = st.overrides.calls(bm.op)
         fn(*args, **kwargs)
-        synchronize(p.device)
-        if p.overrides.calls(bm.op) <= before:
+        synchronize(st.device)
+        if st.overrides.calls(bm.op) <= before:
             raise IntegrityError("invocation", f"the benchmark did not invoke the injected candidate for {bm.op}")
         return getattr(fn, "__wrapped__", fn), watched
 
@@ -330,7 +318,7 @@ class BenchmarkRunner:
 
     def _watched(self) -> list[str]:
         """What of the verdict's functions differs already (see integrity.Watchlist)."""
-        overrides = self.plugin.overrides
+        overrides = self.state.overrides
         watch = overrides.watch if overrides is not None else None
         return watch.changed() if watch is not None else []
 
@@ -339,17 +327,17 @@ class BenchmarkRunner:
         """After the candidate ran a case: nothing it depends on was patched,
         and fresh values in the same tensors give fresh, correct results
         (``args``/``kwargs``: a copy of the case's inputs as built)."""
-        p = self.plugin
-        target = p.overrides.target(bm.op)
-        p.overrides.check_patched(watched, f"a call of {target}")
+        st = self.state
+        target = st.overrides.target(bm.op)
+        st.overrides.check_patched(watched, f"a call of {target}")
         seed = case_seed(spec.case_id) ^ 0x5EED
         check_replay(torch, bm.op, call, bm.baseline, args, kwargs, clone=clone_inputs, seed=seed,
-                     sync=lambda: synchronize(p.device))
-        p.overrides.check_patched(watched, f"a call of {target}")
+                     sync=lambda: synchronize(st.device))
+        st.overrides.check_patched(watched, f"a call of {target}")
 
     def _patched_instead(self, bm: Benchmark, watched: list[str], error: Exception) -> Exception:
         """A candidate that patched the harness and then failed is reported for the patch."""
-        overrides = self.plugin.overrides
+        overrides = self.state.overrides
         if overrides is None or isinstance(error, IntegrityError):
             return error
         try:
@@ -362,7 +350,7 @@ class BenchmarkRunner:
     # -- reference-only ----------------------------------------------------------
 
     def _reference(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
-        p = self.plugin
+        st = self.state
         records = []
         for spec in selected:
             record = spec.to_dict() | {
@@ -370,20 +358,20 @@ class BenchmarkRunner:
                 "reason": "not reached: an earlier case of this benchmark stopped the traversal",
             }
             records.append(record)
-            p.reference_records.append(record)
+            st.add_reference_record(record)
         for spec, record in zip(selected, records):
             stage = "build_inputs"
             try:
-                args, kwargs = bm.inputs(spec, p.device)
+                args, kwargs = bm.inputs(spec, st.device)
                 stage = "benchmark_reference"
-                latency = single_call_ms(lambda: bm.baseline(*args, **kwargs), p.device)
+                latency = single_call_ms(lambda: bm.baseline(*args, **kwargs), st.device)
                 if not math.isfinite(latency) or latency < 0:
                     raise ValueError(f"invalid reference latency {latency!r} ms")
                 stage = "synchronize"
-                synchronize(p.device)
+                synchronize(st.device)
             except pytest.skip.Exception as e:
                 record.update(status="SKIP", reason=str(e.msg))
-                p.reference_skipped.add(spec.case_id)
+                st.mark_reference_skipped(spec.case_id)
                 raise
             except BaseException as e:
                 failure = reference_failure(e, stage)
@@ -392,13 +380,13 @@ class BenchmarkRunner:
                 if fatal:
                     raise
                 try:
-                    synchronize(p.device)
+                    synchronize(st.device)
                 except Exception as again:
                     record["recovery_failure"] = reference_failure(again, "synchronize")
                     raise
                 continue
             record.update(status="PASSED", reason=None, latency_ms=latency)
-            p.executed.add(spec.case_id)
+            st.mark_executed(spec.case_id)
         failed = sum(r["status"] == "FAILED" for r in records)
         if failed:
             pytest.fail(f"{failed} reference cases failed", pytrace=False)

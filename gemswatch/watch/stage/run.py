@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,11 +27,12 @@ from .result import LOG_TAIL_CHARS, StageResult
 from .verdict import Verdict, decide
 from .warm import WarmStarter
 
-__all__ = ["Run", "StageRunner", "Stages", "execute_stage", "LOG_TAIL_BYTES"]
+__all__ = ["Run", "StageRunner", "Stages", "execute_stage", "start_run", "LOG_TAIL_BYTES"]
 
 # How much of a stage's log the verdict reads (usage errors are printed
 # first, so the head of a longer log is kept too).
 LOG_TAIL_BYTES = 64 * 1024
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass
@@ -53,6 +55,50 @@ class Run:
     state: str = "queued"  # queued | running | done
     started: float | None = None
     snapshot_bytes: bytes | None = field(default=None, repr=False)  # kept by the first stage
+
+
+def start_run(
+    run_dir: Path,
+    *,
+    run_id: str,
+    candidate: Candidate,
+    source: bytes,
+    sha256: str,
+    stages: list[str],
+    config: Config,
+    reason: str,
+    fingerprint: str,
+    seq: int,
+) -> Run:
+    """A new run of ``candidate``'s bytes ``source``: the bytes are copied to
+    ``run_dir/snapshot/`` (every stage tests that copy) and the run is
+    described in ``run_dir/run.json``."""
+    snapshot = run_dir / "snapshot" / _SAFE_NAME.sub("_", candidate.path.name)
+    snapshot.parent.mkdir()
+    snapshot.write_bytes(source)
+    described = {
+        "run_id": run_id,
+        "candidate": candidate.rel,
+        "path": str(candidate.path),
+        "content_sha256": sha256,
+        "operators": dict(candidate.operators),
+        "stages": stages,
+        "reason": reason,
+        "config": str(config.path),
+    }
+    (run_dir / "run.json").write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
+    return Run(
+        run_id=run_id,
+        candidate=candidate,
+        sha256=sha256,
+        stages=list(stages),
+        run_dir=run_dir,
+        snapshot=snapshot,
+        config=config,
+        reason=reason,
+        fingerprint=fingerprint,
+        seq=seq,
+    )
 
 
 class StageRunner(Protocol):

@@ -1,0 +1,91 @@
+"""The read-only commands: ``gemswatch list`` and ``gemswatch history``.
+
+:func:`cmd_list` shows the config in effect, each candidate with the
+operators and functions it maps to, what each stage selects (with ``-v``
+the exact stage commands) and the unmapped files; :func:`cmd_history`
+prints past results per save and a per-operator leaderboard (``--json``:
+the history records themselves). Neither runs a stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from ..events import JsonSink
+from ..status import STAGES
+from .output import make_console
+from .session_setup import load_project_config
+
+__all__ = ["cmd_history", "cmd_list"]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    cfg = load_project_config(args)
+    if isinstance(cfg, int):
+        return cfg
+    from ..mapping import CandidateMap, discover_files, selection_for
+    from ..stage.plan import stage_command
+    from ..session import pipeline_stages
+
+    console = make_console()
+    cmap = CandidateMap(cfg)
+    policy = args.benchmark or cfg.benchmark
+    if args.cold or not cfg.warm:
+        start = "cold (every stage a fresh interpreter: " + ("--cold)" if args.cold else f"warm: false in {cfg.path.name})")
+    else:
+        start = "warm (forked from a pool that preloads " + (", ".join(cfg.preload) or "nothing") + ")"
+    console.print(
+        f"config {cfg.path}\nproject {cfg.project}\nwatching {cfg.watch}\n"
+        f"python {cfg.python}\nbenchmark {policy} (level {cfg.level}); a save runs: {' -> '.join(pipeline_stages(policy))}\n"
+        f"stages start {start}",
+        soft_wrap=True,
+        markup=False,
+    )
+    cands = cmap.candidates()
+
+    for c in cands:
+        console.print(f"\n[bold]{c.rel}[/bold]", soft_wrap=True)
+        for op, fn in c.operators:
+            console.print(f"  {op} -> {fn}", soft_wrap=True, markup=False)
+        tests = shlex.join(selection_for(cfg, c.ops, "tests").args) or "(none)"
+        bench = shlex.join(selection_for(cfg, c.ops, "benchmark").args) or "(none)"
+        console.print(f"  correctness: {tests}", soft_wrap=True, markup=False)
+        console.print(f"  preflight, benchmark: {bench} (level {cfg.level})", soft_wrap=True, markup=False)
+        if args.verbose:
+            console.print("  commands (each run passes a snapshot of the file in place of its path):", soft_wrap=True)
+            for stage in STAGES:
+                out = Path(".gemswatch/runs/<run_id>") / f"{stage}.json"
+                cmd = stage_command(cfg, c, stage, c.path, out)
+                console.print(f"    {stage}: " + (shlex.join(cmd) if cmd else "(nothing to run)"), soft_wrap=True, markup=False)
+    if not cands:
+        console.print(f"no mapped candidate exists in {cfg.watch}")
+    mapped = {str(c.path) for c in cands}
+    unmapped = [f for f in discover_files(cfg.watch) if str(f) not in mapped and not f.name.startswith("_")]
+    for f in unmapped:
+        console.print(f"\n[yellow]unmapped[/yellow] {cfg.rel(f)}: add it under `candidates:` to run it", soft_wrap=True)
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    cfg = load_project_config(args)
+    if isinstance(cfg, int):
+        return cfg
+    from ..history import STATE_DIR, History
+    from ..history_tables import history_tables, matches_target
+
+    hist = History(cfg.project / STATE_DIR)
+    records = list(hist.records())
+    if args.json:
+        for r in records:
+            if matches_target(r, args.target):
+                JsonSink()(r)
+        return 0
+    console = make_console()
+    if not records:
+        console.print(f"no history yet in {hist.path}: run `gemswatch` or `gemswatch run` first")
+        return 0
+    for t in history_tables(records, args.target, args.limit):
+        console.print(t)
+    return 0

@@ -1,0 +1,57 @@
+"""Which mapped candidates re-run when some other file changes.
+
+A candidate depends on its local imports (read from its source, never by
+importing it), on its operators' test and benchmark files and on the
+conftests above them. The index is rebuilt for a file whenever its bytes
+are read for a run; it is queried for every changed path that is not
+itself a candidate.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Iterable
+
+from .config import Config
+from .mapping import Candidate, CandidateMap, local_imports
+
+__all__ = ["DependencyIndex"]
+
+
+class DependencyIndex:
+    """candidate path -> the files whose change re-runs it; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._deps: dict[str, set[Path]] = {}
+
+    def index(self, cand: Candidate, source: bytes, config: Config, cmap: CandidateMap) -> None:
+        """Record the dependencies of ``cand``, whose bytes are ``source``."""
+        deps = local_imports(source, cand.path, [config.project, config.watch]) | cmap.selection_files(cand.ops)
+        with self._lock:
+            self._deps[str(cand.path)] = deps
+
+    def scan(self, candidates: Iterable[Candidate], config: Config, cmap: CandidateMap) -> None:
+        """Index every given candidate that can be read (without running anything)."""
+        for c in candidates:
+            try:
+                data = c.path.read_bytes()
+            except OSError:
+                continue
+            self.index(c, data, config, cmap)
+
+    def dependents(self, path: Path) -> list[str]:
+        """The candidates (their absolute paths) that depend on ``path``."""
+        p = Path(path).resolve()
+        with self._lock:
+            return [k for k, deps in self._deps.items() if p in deps]
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._deps.pop(key, None)
+
+    def files(self) -> set[Path]:
+        """Every file some candidate depends on."""
+        with self._lock:
+            return set().union(*self._deps.values()) if self._deps else set()
