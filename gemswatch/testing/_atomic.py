@@ -1,5 +1,8 @@
 """Atomic report writing: a reader sees the old file or the new one, never a
-partial write or a merge."""
+partial write or a merge.
+
+Imports only the standard library: never torch, pytest or ``gemswatch.watch``.
+"""
 
 from __future__ import annotations
 

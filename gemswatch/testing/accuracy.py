@@ -2,6 +2,8 @@
 
 The reference is computed in float64; the result is compared in float64 with
 the torch default tolerances of the result dtype, widened for long reductions.
+
+Imports torch; never pytest, the plugins or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

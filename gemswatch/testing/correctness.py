@@ -19,6 +19,9 @@ that operator's candidate. A failed check fails the case with
 
 With ``--record json`` the report (schema ``gemswatch.correctness/v1``) is
 written atomically to ``--output`` (default ``accuracy_result.json``).
+
+Imports pytest and the shared session modules; never the benchmark plugin
+(only its hookspec) or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ bad spec is a usage error, exit 4, with one line naming the problem), answers
 "which candidate, how many calls", and restores everything at unconfigure.
 Whether an uncalled candidate fails the session is each plugin's decision,
 taken at sessionfinish so it reaches the exit code and the report.
+
+Imports pytest, ``gemswatch.override`` and the integrity checks; never the
+plugins or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

@@ -6,5 +6,6 @@ operator library) once and forks a fresh pytest process per stage
 interpreter, which need not have gemswatch installed, so the server imports
 the standard library only, and nothing here may import the rest of
 gemswatch. The watcher's side of the protocol is
-:mod:`gemswatch.watch.stage.warm`.
+:mod:`gemswatch.watch.stage.warm_pool` (when to start or restart a pool:
+:mod:`gemswatch.watch.stage.warm`).
 """

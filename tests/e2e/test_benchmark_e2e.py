@@ -36,7 +36,7 @@ def listed_ids(path: Path, op: str) -> list[str]:
     return [c["case_id"] for b in report["benchmarks"] if b["op_name"] == op for c in b["cases"]]
 
 
-def test_seed_preflight_example(tmp_path):
+def test_the_documented_preflight_command_line_works_as_written(tmp_path):
     # python -m pytest -q benchmark/test_addmm_.py --level core \
     #   --preflight-only --override addmm_:/path/candidate.py:run \
     #   --record json --output /tmp/preflight.json

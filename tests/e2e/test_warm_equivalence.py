@@ -108,7 +108,7 @@ _TIMES = re.compile(r"\d+(\.\d+)?s\b|\d+\.\d+")
 _THREAD = re.compile(r"thread 0x[0-9a-f]+")
 # A crash dump (faulthandler) lists the whole stack; below pytest's frames a
 # warm stage has the pool's (its only known difference from a cold one).
-_BOTTOM_FRAMES = re.compile(r'^  File "(<frozen runpy>|<string>|[^"]*gemswatch/warm\.py)", line \d+ in \S+\n', re.M)
+_BOTTOM_FRAMES = re.compile(r'^  File "(<frozen runpy>|<string>|[^"]*gemswatch/warmpool/server\.py)", line \d+ in \S+\n', re.M)
 
 
 def scrub(text: str, run_dir: Path, tag: str) -> str:

@@ -3,11 +3,11 @@
 Owns :class:`Timer` (the interface every timer shares) and
 :class:`CudaEventTimer`. It lives in the operator library because the kernel
 tuner (:mod:`._tune`) ranks launch configs with it; the benchmark harness
-re-exports both from ``gemswatch.testing.benchmark.timing``.
+re-exports both from its own timing module.
 
-Imports only the standard library and torch: never ``gemswatch.testing``,
-``gemswatch.watch`` or pytest (the operator library must not depend on the
-harness that judges it).
+Imports only the standard library and torch: never the benchmark harness,
+the watcher or the test framework (the operator library must not depend on
+what judges it).
 """
 
 from __future__ import annotations

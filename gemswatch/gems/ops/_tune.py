@@ -11,8 +11,8 @@ a report figure.
 ``bench`` plugs into ``triton.autotune(do_bench=...)``; ``fastest`` picks
 among arbitrary calls (a split-K product launches two kernels).
 
-Imports torch and :mod:`._timing`; never ``gemswatch.testing``,
-``gemswatch.watch`` or pytest.
+Imports torch and :mod:`._timing`; never the benchmark harness, the
+watcher or the test framework.
 """
 
 from __future__ import annotations

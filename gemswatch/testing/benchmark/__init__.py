@@ -3,8 +3,10 @@
 A benchmark file declares :class:`Benchmark` objects and runs them through
 the ``bench`` fixture of :mod:`gemswatch.testing.benchmark.plugin`, which
 ``benchmark/conftest.py`` loads. Importing this package does not load the
-plugin.
+plugin; it never imports ``gemswatch.watch``.
 """
+
+from __future__ import annotations
 
 from .base import FLOAT_DTYPES, Benchmark, Inputs
 from .cases import CASE_LIST_SCHEMA, CasePlan, CaseSpec, grid, make_case_id

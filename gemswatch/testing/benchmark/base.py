@@ -6,6 +6,9 @@ how to build the inputs of one case. It holds no session state; the plugin's
 runner (the ``bench`` fixture) executes it in whichever mode the session
 asked for. The candidate is never stored here: it is resolved from the live
 module at call time, so ``--override`` applies.
+
+Imports torch and :mod:`.cases`; never pytest, the runner, the plugin or
+``gemswatch.watch``.
 """
 
 from __future__ import annotations

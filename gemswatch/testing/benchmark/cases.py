@@ -10,6 +10,8 @@ defines the case (the pytest nodeid, operator, level, dtype, shape and
 params). The same checkout lists and replays the same ids; two benchmarks run
 by one test cannot collide because the operator is part of the hash, and a
 benchmark that plans the same case twice is an error.
+
+Imports only the standard library: never torch, pytest or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

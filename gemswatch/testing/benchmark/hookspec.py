@@ -5,6 +5,8 @@ an ordinary pytest plugin object passed explicitly, for example
 ``pytest.main(args, plugins=[CapturePlugin()])``. A provider meant to work in
 sessions that may not load the benchmark plugin should mark its
 implementation ``@pytest.hookimpl(optionalhook=True)``.
+
+Imports pytest only; never the plugins or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

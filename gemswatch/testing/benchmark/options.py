@@ -4,6 +4,9 @@ The option names, choices and defaults are FlagGems' benchmark options, so a
 command line written for an upstream checkout works here. Validation follows
 upstream's order; every conflict is a ``pytest.UsageError`` (exit 4) with a
 one-line message.
+
+Imports pytest and :mod:`.cases`; never torch, the runner, the plugin or
+``gemswatch.watch``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ torch has no such op or dtype here" from an unexplained crash:
   is "not implemented for" a quoted ATen scalar type (``'Half'``, ...);
 - ``NOT_IMPLEMENTED``: any other NotImplementedError;
 - ``UNKNOWN``: anything else (fatal: the rest of the benchmark is not run).
+
+Imports only the standard library: never torch, pytest or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Every JSON report starts with ``schema_version`` and replaces the previous
 file atomically (temp file in the same folder, then ``os.replace``): a reader
 sees the old report or the new one, never a mix or a merge.
+
+Imports only the harness's pure modules (no torch, pytest, runner or
+plugin) and never ``gemswatch.watch``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from .._atomic import write_json_atomic, write_text_atomic
 from .cases import CASE_LIST_SCHEMA, CaseList
 from .reference import REFERENCE_SCHEMA
-from .runner import summarize
+from .summary import summarize
 
 __all__ = [
     "BENCHMARK_SCHEMA",

@@ -5,11 +5,9 @@ run plans its cases (tensor-free), registers their ids with the session, then
 lists, queries, preflights, profiles, times or runs the reference, as the
 options say. A failing case never hides the others: every selected case gets
 its record, and the test fails at the end naming how many failed, chained to
-the first failure so its traceback is shown. Everything a run records goes
-into the session's :class:`~.state.BenchState`, through its methods.
-
-Imports pytest, torch and the harness's own modules; never the plugin
-(which imports this) or ``gemswatch.watch``.
+the first failure so its traceback is shown. What a run records goes into
+the session's :class:`~.state.BenchState`, through its methods.
+Imports pytest, torch and the harness's modules; never the plugin or ``gemswatch.watch``.
 """
 
 from __future__ import annotations

@@ -140,21 +140,22 @@ def _check_module(ck: _Checker, data: dict) -> str:
     return _get_str(ck, data, "module", "gemswatch.gems") or "gemswatch.gems"
 
 
+def _check_choice(ck: _Checker, data: dict, key: str, what: str, choices: tuple[str, ...], default: str) -> str:
+    """A key whose value is one word of ``choices``."""
+    value = _get_str(ck, data, key, default) or default
+    if value not in choices:
+        ck.issue((key,), f"unknown {what} {value!r}", "use " + ", ".join(choices[:-1]) + " or " + choices[-1])
+        return default
+    return value
+
+
 def _check_policy(ck: _Checker, data: dict) -> str:
     """``benchmark:``, the benchmark policy."""
-    policy = _get_str(ck, data, "benchmark", "manual") or "manual"
-    if policy not in POLICIES:
-        ck.issue(("benchmark",), f"unknown policy {policy!r}", "use never, manual or auto")
-        policy = "manual"
-    return policy
+    return _check_choice(ck, data, "benchmark", "policy", POLICIES, "manual")
 
 
 def _check_level(ck: _Checker, data: dict) -> str:
-    level = _get_str(ck, data, "level", "core") or "core"
-    if level not in LEVELS:
-        ck.issue(("level",), f"unknown level {level!r}", "use core or comprehensive")
-        level = "core"
-    return level
+    return _check_choice(ck, data, "level", "level", LEVELS, "core")
 
 
 def _check_jobs(ck: _Checker, data: dict) -> int | None:
