@@ -24,7 +24,8 @@ from .stage import Run, StagePlan, StageResult, StageRunner, Stages, WarmForkExe
 from .stage.plan import base_env
 from .stage.run import start_run
 from .stage.warm import WarmStarter
-from .status import ALL_SKIPPED, PASSED, STAGES
+from .status import ALL_SKIPPED, PASSED
+from .summary import latest_result
 
 __all__ = ["Session", "pipeline_stages"]
 
@@ -390,35 +391,12 @@ class Session:
 
     def summary(self, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The latest result of every mapped candidate (or of those in ``only``)."""
-        out = []
         keep = None if only is None else set(only)
+        out = []
         for c in self.candidates():
-            if keep is not None and c.rel not in keep:
-                continue
-            with self._lock:
-                run = self.last_runs.get(c.rel)
-                stages = {
-                    s: rec
-                    for s, rec in self.last_stages.get(c.rel, {}).items()
-                    if run is not None and rec.get("run_id") == run.get("run_id")
-                }
-            out.append(
-                {
-                    "candidate": c.rel,
-                    "operators": c.ops,
-                    "status": run.get("status") if run else None,
-                    "stages": {s: stages[s]["status"] for s in STAGES if s in stages},
-                    "speedup": (stages.get("benchmark") or {}).get("speedup"),
-                    "message": next(
-                        (
-                            stages[s].get("message")
-                            for s in STAGES
-                            if s in stages and stages[s].get("status") not in (PASSED, "not_run")
-                        ),
-                        "",
-                    ),
-                }
-            )
+            if keep is None or c.rel in keep:
+                with self._lock:
+                    out.append(latest_result(c, self.last_runs.get(c.rel), dict(self.last_stages.get(c.rel, {}))))
         return out
 
     def stop(self) -> None:

@@ -110,7 +110,7 @@ def stage_processes(run_ids: set[str], root: int | None = None) -> list[str]:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if alive(pid) and "warm.py" not in cmd and "_stagecare.py --reaper" not in cmd:
+            if alive(pid) and "warmpool/server.py" not in cmd and "stage/reaper.py --reaper" not in cmd:
                 found[pid] = f"descendant of the watcher: {cmd[:120]}"
     return [f"{pid}: {why}" for pid, why in sorted(found.items())]
 

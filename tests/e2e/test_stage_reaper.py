@@ -1,4 +1,4 @@
-"""What the runner does around a stage besides waiting (gemswatch.watch._stagecare):
+"""What the runner does around a stage besides waiting (gemswatch.watch.stage.reaper):
 escaped descendants found by their environment, the output limit and log
 compaction, the OOM preference, and a snapshot a candidate deleted."""
 
