@@ -1,4 +1,12 @@
+import os
+
 import pytest
+
+# Stages run with one OpenMP thread (their environment says so). So does the
+# test process, before the plugin below imports torch: its in-process
+# sessions fork candidate workers as a stage does, and a forked OpenMP pool
+# can hang the child (the worker is then started afresh, which is slower).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The correctness plugin adds --override, --override-config, --list-overrides,
 # --record and --output, and records candidate_calls per test case.

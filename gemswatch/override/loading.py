@@ -1,9 +1,17 @@
 """Load a candidate from a Python file that need not be importable.
 
 The file is executed as a fresh module registered in ``sys.modules`` (so
-pickling and dataclasses work), with its folder on ``sys.path`` (so sibling
-imports work); a failed load leaves both as they were. Installing what was
-loaded, and releasing the module and folder again, is :mod:`.registry`.
+pickling and dataclasses work), with its folder at the end of ``sys.path``
+(so sibling imports work, but a sibling never shadows the standard library
+or an installed package); a failed load leaves both as they were. The
+folders named by ``GEMSWATCH_IMPORT_PATH`` (the candidate's own folder, when
+what is loaded is a snapshot of it elsewhere) are appended too. Installing
+what was loaded, and releasing the module and folder again, is
+:mod:`.registry`.
+
+Where a candidate's functions come from is a :class:`CandidateSource`:
+:class:`InProcessSource` executes the file in this process; another source
+may load it somewhere else and hand back callables that reach it there.
 """
 
 from __future__ import annotations
@@ -17,11 +25,44 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from .errors import OverrideError
 
-__all__ = ["load_impl_from_file"]
+__all__ = ["CandidateSource", "InProcessSource", "LoadedFile", "IMPORT_PATH_ENV", "load_impl_from_file"]
+
+# Extra folders (os.pathsep-separated) a candidate's sibling imports resolve in.
+IMPORT_PATH_ENV = "GEMSWATCH_IMPORT_PATH"
+
+
+class LoadedFile(Protocol):
+    """A candidate file that was loaded, by whatever means."""
+
+    module: ModuleType | None  # the module, when it lives in this process
+    added: str | None  # the sys.path entry this process gained for it
+
+    def function(self, name: str) -> Callable:
+        """The callable ``name`` of the file; OverrideError naming the fix if none."""
+        ...
+
+    def undo(self) -> None:
+        """Forget what loading it changed."""
+        ...
+
+
+class CandidateSource(Protocol):
+    """Loads candidate files."""
+
+    def load(self, path: Path, shown: str) -> LoadedFile:
+        """Load ``path`` (``shown``: as the user wrote it); OverrideError on failure."""
+        ...
+
+
+class InProcessSource:
+    """Executes candidate files in this process."""
+
+    def load(self, path: Path, shown: str) -> LoadedFile:
+        return _load_module(path, shown)
 
 
 def _candidate_module_name(path: Path) -> str:
@@ -42,8 +83,12 @@ class _Loaded:
     """A freshly executed candidate module and what loading it changed."""
 
     module: ModuleType
-    added: str | None  # the sys.path entry inserted (None: it was already there)
+    added: str | None  # the sys.path entry appended (None: it was already there)
     previous: ModuleType | None  # the sys.modules entry it displaced, if any
+    path: Path
+
+    def function(self, name: str) -> Callable:
+        return _get_function(self.module, self.path, name)
 
     def undo(self) -> None:
         _forget(self.module.__name__, self.added)
@@ -67,9 +112,12 @@ def _load_module(path: Path, shown: str) -> _Loaded:
     folder = str(path.parent)
     added = None
     if folder not in sys.path:
-        sys.path.insert(0, folder)
+        sys.path.append(folder)
         added = folder
-    loaded = _Loaded(module, added, sys.modules.get(name))
+    for extra in os.environ.get(IMPORT_PATH_ENV, "").split(os.pathsep):
+        if extra and extra not in sys.path:
+            sys.path.append(extra)  # the stage's own: it lasts as long as the stage
+    loaded = _Loaded(module, added, sys.modules.get(name), path)
     sys.modules[name] = module
     try:
         loader.exec_module(module)

@@ -30,10 +30,10 @@ from typing import Any, Callable, Mapping
 
 from .errors import OverrideError
 from .loading import (
+    CandidateSource,
+    InProcessSource,
+    LoadedFile,
     _forget,
-    _get_function,
-    _Loaded,
-    _load_module,
     _normalize_file_spec,
     _resolve_path,
     load_impl_from_file,
@@ -133,7 +133,9 @@ class DynamicOpOverride:
     module attribute is shared, the latest override wins.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, source: CandidateSource | None = None) -> None:
+        # Where file candidates are loaded: this process, unless told otherwise.
+        self._source: CandidateSource = source or InProcessSource()
         self._lock = threading.RLock()
         # (module_name, op) -> state; a tuple key keeps dotted module names exact.
         self._modules: dict[tuple[str, str], ModuleType] = {}
@@ -214,7 +216,7 @@ class DynamicOpOverride:
         """
         module = _import_target(module_name)
         chosen: dict[str, tuple[Callable, Path, str, ModuleType]] = {}
-        loads: dict[Path, _Loaded] = {}  # each file is executed once per batch
+        loads: dict[Path, LoadedFile] = {}  # each file is executed once per batch
         errors: list[str] = []
         for op_name, spec in op_file_mapping.items():
             try:
@@ -226,9 +228,8 @@ class DynamicOpOverride:
             try:
                 path = _resolve_path(filepath, base_dir)
                 if path not in loads:
-                    loads[path] = _load_module(path, filepath)
-                cand_module = loads[path].module
-                chosen[op_name] = (_get_function(cand_module, path, func_name), path, func_name, cand_module)
+                    loads[path] = self._source.load(path, filepath)
+                chosen[op_name] = (loads[path].function(func_name), path, func_name, loads[path].module)
             except OverrideError as e:
                 # Name the operator and function too: a batch may report several failures.
                 errors.append(f"{_full_name(module_name, op_name)} <- function {func_name!r}: {e}")

@@ -7,6 +7,8 @@ decides the session's verdict at sessionfinish:
 - ``no_tests``: nothing ran;
 - ``all_skipped``: every case skipped; an unused candidate is then allowed
   (it is not a pass either);
+- ``crashed``: the worker process running the candidates died (a
+  segfault, an abort, an exit in a call); every case from then on failed;
 - ``uncalled``: a file-loaded candidate was never called; the session exits
   non-zero with one line naming the operator;
 - ``failed`` / ``passed`` otherwise.
@@ -189,6 +191,9 @@ class CorrectnessPlugin:
         """The session verdict and, for a failing one, its one-line reason."""
         s = self.summary()
         ran = s["total"] - s["skipped"]
+        died = self.overrides.worker_died
+        if died is not None:
+            return "crashed", f"the candidate's worker process died ({died})"
         if s["total"] == 0:
             return "no_tests", "no test was collected for this selection"
         if ran == 0:
@@ -260,7 +265,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    overrides = SessionOverrides.install(config)
+    overrides = SessionOverrides.install(config, isolated=True)
     overrides.guard_candidates()
     plugin = CorrectnessPlugin(config, overrides)
     config.stash[_PLUGIN_KEY] = plugin

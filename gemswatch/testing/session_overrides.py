@@ -6,6 +6,11 @@ bad spec is a usage error, exit 4, with one line naming the problem), answers
 Whether an uncalled candidate fails the session is each plugin's decision,
 taken at sessionfinish so it reaches the exit code and the report.
 
+An isolated session (the correctness suite's default) loads file candidates
+in a worker process of their own (:mod:`.isolation`): this process, which
+judges them, never runs their code. ``--candidate-isolation off`` loads them
+in this process instead.
+
 Imports pytest, ``gemswatch.override`` and the integrity checks; never the
 plugins or ``gemswatch.watch``.
 """
@@ -22,6 +27,7 @@ from ..override.cli import add_override_arguments, apply_overrides_from_args, fo
 from ..override.registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 from ._atomic import write_json_atomic
 from .integrity import IntegrityError, Watchlist, guard
+from .isolation import WorkerSource, stage_output_fds
 
 __all__ = ["SessionOverrides", "add_report_options", "write_json_atomic"]
 
@@ -46,9 +52,16 @@ _SESSION_KEY = pytest.StashKey["SessionOverrides"]()
 class SessionOverrides:
     """A pytest session's overrides, from --override / --override-config."""
 
-    def __init__(self, registry: DynamicOpOverride | None, module_name: str, watch: Watchlist | None = None) -> None:
+    def __init__(
+        self,
+        registry: DynamicOpOverride | None,
+        module_name: str,
+        watch: Watchlist | None = None,
+        worker: WorkerSource | None = None,
+    ) -> None:
         self.registry = registry
         self.module_name = module_name
+        self.worker = worker  # where file candidates run, when isolated
         # What the verdict depends on, as it was before any candidate loaded.
         self.watch = watch
         self.violations: list[IntegrityError] = []  # every integrity failure, in order
@@ -60,13 +73,24 @@ class SessionOverrides:
             add_override_arguments(parser)
         except ValueError:
             pass
+        try:
+            parser.getgroup("operator override").addoption(
+                "--candidate-isolation",
+                default="worker",
+                choices=["worker", "off"],
+                help="where file candidates run in a correctness session: worker (a process of their own, "
+                "the default) or off (in the judging process)",
+            )
+        except ValueError:
+            pass
 
     @classmethod
-    def install(cls, config: pytest.Config) -> "SessionOverrides":
+    def install(cls, config: pytest.Config, *, isolated: bool = False) -> "SessionOverrides":
         """Install the session's overrides; handle --list-overrides.
 
-        Raises pytest.UsageError (exit 4) naming the bad spec, file or
-        function; nothing is installed then.
+        ``isolated``: load file candidates in a worker process (unless
+        ``--candidate-isolation off``). Raises pytest.UsageError (exit 4)
+        naming the bad spec, file or function; nothing is installed then.
         """
         existing = config.stash.get(_SESSION_KEY, None)
         if existing is not None:
@@ -76,22 +100,27 @@ class SessionOverrides:
         wanted = getattr(option, "override", None) or getattr(option, "override_config", None)
         registry = None
         watch = None
+        worker = None
         if wanted:
             try:  # the operator library (and torch) first: its functions are not the candidate's doing
                 importlib.import_module(module_name)
             except Exception:
                 pass  # apply_overrides_from_args reports it
             watch = Watchlist.snapshot()
+            if isolated and getattr(option, "candidate_isolation", "worker") != "off":
+                worker = WorkerSource(stage_output_fds(config))
             try:
-                registry = apply_overrides_from_args(option, DynamicOpOverride())
+                registry = apply_overrides_from_args(option, DynamicOpOverride(worker))
             except OverrideError as e:
+                if worker is not None:
+                    worker.close()
                 raise pytest.UsageError(f"--override: {e}") from None
             try:
                 watch.check((), "loading the candidate " + ", ".join(sorted({r["file"] for r in registry.describe() if r["file"]})))
             except IntegrityError as e:
                 registry.restore_all(allow_unused=True)
                 raise pytest.UsageError(f"--override: {e}") from None
-        session = cls(registry, module_name, watch)
+        session = cls(registry, module_name, watch, worker)
         config.stash[_SESSION_KEY] = session
         if getattr(option, "list_overrides", False):
             print("\n".join(format_overrides(registry)), flush=True)
@@ -172,8 +201,15 @@ class SessionOverrides:
     def header_lines(self) -> list[str]:
         return [f"override: {line}" for line in format_overrides(self.registry)] if self.rows() else []
 
+    @property
+    def worker_died(self) -> str | None:
+        """How the candidates' worker died during the session, if it did."""
+        return None if self.worker is None else self.worker.died
+
     def restore(self) -> None:
         """Restore every override; never raises for unused candidates (the
         plugins report those at sessionfinish)."""
         if self.registry is not None:
             self.registry.restore_all(allow_unused=True)
+        if self.worker is not None:
+            self.worker.close()

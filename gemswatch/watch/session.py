@@ -23,6 +23,7 @@ from .scheduler import Scheduler
 from .stage import Run, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
 from .stage.plan import base_env
 from .stage.run import start_run
+from .stage.tamper import ProjectGuard
 from .stage.warm import WarmStarter
 from .status import ALL_SKIPPED, PASSED
 from .summary import latest_result
@@ -89,11 +90,12 @@ class Session:
         self.listeners: list[Callable[[], None]] = []  # told when the candidate list changes
         self.warm_override = warm
         self.warm: WarmStarter | None = None
+        self.guard = ProjectGuard()  # the files stages are judged by
         if stages is None:
             # a stage is forked from the warm pool when it can be
             self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
             self._configure_warm()
-            stages = Stages(WarmForkExecutor(self.warm))
+            stages = Stages(WarmForkExecutor(self.warm), self.guard)
         self._stages = stages
         cands = self.map.candidates()
         self._fps = {str(c.path): c.fingerprint(config) for c in cands}
@@ -302,6 +304,8 @@ class Session:
                 else:
                     self._forget(cand)
                 continue
+            if self.guard.ignores(path):
+                continue  # a running stage is judged by it (its end decides), or its bytes are unchanged
             deps = self.deps.dependents(path)
             for d in deps:
                 touched[d] = f"changed {self.config.rel(path)}"

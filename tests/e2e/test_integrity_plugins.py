@@ -1,5 +1,6 @@
 """The integrity checks inside real pytest sessions (pytester, in process):
 per-case invocation and the call guard in the correctness plugin, the
+candidate's worker process (the correctness plugin's default), the
 load-time patch check, and the replay and patch checks of the benchmark
 preflight and timing modes. The operator module is plain torch, so a
 session takes milliseconds."""
@@ -78,6 +79,11 @@ def run(pytester, candidate: str, *extra):
     return result, (json.loads(path.read_text()) if path.exists() else None)
 
 
+# The checks of a candidate that runs in the judging process (preflight and
+# benchmark sessions, or a correctness session with isolation off).
+IN_PROCESS = ("--candidate-isolation", "off")
+
+
 def results(report):
     return {r["nodeid"].split("::", 1)[1]: (r["result"], r["reason"]) for r in report["records"]}
 
@@ -126,7 +132,7 @@ import torchops
 def my_softmax(x, dim=-1):
     torchops.softmax = lambda x, dim=-1: torch.softmax(x, dim)
     return torch.softmax(x, dim)
-""")
+""", *IN_PROCESS)
     res = results(report)
     failed = [k for k, (outcome, reason) in res.items() if outcome == "failed" and "'invocation'" in reason]
     assert len(failed) == 3  # every softmax case after the first
@@ -157,7 +163,7 @@ def my_softmax(x, dim=-1):
 
 
 def test_a_candidate_that_patches_torch_when_loaded_is_a_usage_error(suite):
-    result, report = run(suite, GOOD + "\ntorch.allclose = lambda *a, **k: True\n")
+    result, report = run(suite, GOOD + "\ntorch.allclose = lambda *a, **k: True\n", *IN_PROCESS)
     assert result.ret == 4 and report is None
     result.stderr.fnmatch_lines(["*integrity check 'patched' failed: loading the candidate *cand.py replaced torch.allclose*"])
     import torch
@@ -173,10 +179,130 @@ from gemswatch.testing import accuracy
 def my_softmax(x, dim=-1):
     accuracy.assert_close = lambda *a, **k: None
     return torch.softmax(x, dim)
-""")
+""", *IN_PROCESS)
     outcome, reason = results(report)["test_op[softmax]"]
     assert outcome == "failed"
     assert "a call of torchops.softmax replaced gemswatch.testing.accuracy.assert_close" in reason
+
+
+# -- the candidate's worker process (correctness, by default) -----------------------
+
+
+def test_a_candidate_runs_in_a_worker_of_its_own(suite):
+    result, report = run(suite, GOOD + """
+import os
+
+def my_softmax(x, dim=-1):
+    assert "_pytest" not in __import__("sys").modules or os.getpid() != int(os.environ["JUDGE_PID"])
+    return torch.softmax(x, dim) + (0 if os.getpid() != int(os.environ["JUDGE_PID"]) else 1)
+""")
+    assert result.ret == 0 and report["status"] == "passed", result.outlines[-20:]
+
+
+@pytest.fixture(autouse=True)
+def _judge_pid(monkeypatch):
+    import os
+
+    monkeypatch.setenv("JUDGE_PID", str(os.getpid()))
+
+
+def test_what_a_candidate_patches_in_its_own_process_cannot_change_the_verdict(suite):
+    result, report = run(suite, """
+import torch
+from gemswatch.testing import accuracy
+
+torch.allclose = lambda *a, **k: True
+torch.isclose = lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool)
+accuracy.assert_close = lambda *a, **k: None
+
+
+def my_softmax(x, dim=-1):
+    return torch.zeros_like(x)
+""")
+    assert result.ret == 1 and report["status"] == "failed"
+    assert results(report)["test_op[softmax]"][0] == "failed"
+    import torch
+
+    assert torch.allclose(torch.zeros(1), torch.ones(1)) is False  # the judge's torch was never touched
+
+
+def test_a_candidate_cannot_unhook_itself_from_the_judge(suite):
+    suite.makepyfile(test_more="""
+        import pytest, torch, torchops
+
+        @pytest.mark.softmax
+        @pytest.mark.parametrize("n", [3, 4, 5])
+        def test_again(n):
+            torchops.softmax(torch.randn(n), -1)
+    """)
+    result, report = run(suite, GOOD + """
+import torchops
+
+def my_softmax(x, dim=-1):
+    torchops.softmax = lambda x, dim=-1: torch.zeros_like(x)
+    return torch.softmax(x, dim)
+""")
+    assert result.ret == 0, result.outlines[-20:]
+    calls = [r["candidate_calls"]["torchops.softmax"] for r in report["records"] if "softmax" in r["opname"]]
+    assert calls == [1, 1, 1, 1]  # every case called the candidate, counted by the judge
+
+
+@pytest.mark.parametrize(
+    "body, check",
+    [
+        ("import pytest\n    pytest.skip('too hard')", "raised pytest's Skipped (too hard): a skip, xfail or exit decided by the candidate fails the case"),
+        ("return torch.softmax(x, dim).as_subclass(type('Sub', (torch.Tensor,), {}))", "integrity check 'output-type' failed"),
+        ("from torch.overrides import TorchFunctionMode\n    class Spy(TorchFunctionMode):\n        def __torch_function__(self, f, t, a=(), k=None):\n            return f(*a, **(k or {}))\n    Spy().__enter__()\n    return torch.softmax(x, dim)", "integrity check 'torch-mode' failed"),
+        ("raise IndexError('dim 5 is out of range')", "IndexError: dim 5 is out of range"),
+    ],
+    ids=["skip", "subclass", "mode", "builtin-error"],
+)
+def test_what_the_judge_does_with_what_a_worker_answers(suite, body, check):
+    result, report = run(suite, f"""
+import torch
+
+
+def my_softmax(x, dim=-1):
+    {body}
+""")
+    outcome, reason = results(report)["test_op[softmax]"]
+    assert outcome == "failed" and check in reason, reason
+
+
+def test_a_write_around_a_sliced_input_is_seen(suite):
+    suite.makepyfile(test_more="""
+        import pytest, torch, torchops
+
+        @pytest.mark.softmax
+        def test_sliced():
+            x = torch.randn(6, 9)[1:, 2:5]
+            torchops.softmax(x, -1)
+    """)
+    result, report = run(suite, """
+import torch
+
+
+def my_softmax(x, dim=-1):
+    base = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
+    if x.storage_offset():
+        base[0] = 7.0
+    return torch.softmax(x, dim)
+""")
+    outcome, reason = results(report)["test_sliced"]
+    assert outcome == "failed" and "integrity check 'input-mutation' failed: softmax wrote the memory around its input args[0]" in reason
+
+
+def test_a_worker_that_dies_makes_the_session_crashed(suite):
+    result, report = run(suite, """
+import os, signal, torch
+
+
+def my_softmax(x, dim=-1):
+    os.kill(os.getpid(), signal.SIGSEGV)
+""")
+    assert result.ret == 1
+    assert report["status"] == "crashed" and report["message"] == "the candidate's worker process died (killed by SIGSEGV)"
+    assert "died (killed by SIGSEGV)" in results(report)["test_op[softmax]"][1]
 
 
 # -- the benchmark plugin ---------------------------------------------------------

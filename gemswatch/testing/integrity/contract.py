@@ -67,6 +67,34 @@ def _differences(torch: ModuleType, after: Any, before: Any) -> int:
     return int((~same).sum().item())
 
 
+def _storage_bytes(torch: ModuleType, t: Any) -> Any:
+    """The whole storage of ``t`` as flat bytes (sharing its memory)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def _around(torch: ModuleType, t: Any) -> Any:
+    """A copy of the storage of ``t`` when it holds more than ``t``'s view
+    (a slice of a larger tensor), else None."""
+    try:
+        if t.untyped_storage().nbytes() > t.numel() * t.element_size():
+            return _storage_bytes(torch, t).clone()
+    except Exception:  # tensors without storage (e.g. some subclasses)
+        pass
+    return None
+
+
+def _written_around(torch: ModuleType, t: Any, view_before: Any, around: Any) -> bool:
+    """Whether the storage of ``t`` changed outside ``t``'s view: put the
+    view's old values into a copy of the storage as it is now, compare."""
+    if around is None:
+        return False
+    now = _storage_bytes(torch, t).clone()
+    if now.numel() != around.numel():
+        return True
+    now.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset()).copy_(view_before)
+    return not torch.equal(now, around)
+
+
 def _describe_value(torch: ModuleType, value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
@@ -90,7 +118,7 @@ def _check_contract(torch: ModuleType, op: str, args: tuple, kwargs: dict, saved
             )
     elif op not in VIEW_OPS:
         for out_label, result in strided_tensors(torch, out, "result"):
-            for label, tensor, _ in saved:
+            for label, tensor, _, _ in saved:
                 if _shares(result, tensor):
                     what = "its result" if out_label == "result" else f"result{out_label[len('result'):]}"
                     raise IntegrityError(
@@ -98,8 +126,16 @@ def _check_contract(torch: ModuleType, op: str, args: tuple, kwargs: dict, saved
                         f"{op} returned {what} in the memory of its input {label}; an out-of-place operator "
                         "must return new memory (and leave its inputs alone)",
                     )
-    for label, tensor, before in saved:
-        if inplace and first is not None and (tensor is first or _shares(tensor, first)):
+    for label, tensor, before, around in saved:
+        writes_first = inplace and first is not None and (tensor is first or _shares(tensor, first))
+        if (tensor is first or not writes_first) and _written_around(torch, tensor, before, around):
+            raise IntegrityError(
+                "in-place" if inplace else "input-mutation",
+                f"{op} wrote the memory around its input {label} (outside its view, in the storage it is a "
+                "slice of); " + ("an in-place operator writes only the view of its first argument" if inplace
+                                 else "an out-of-place operator must leave its inputs as they were"),
+            )
+        if writes_first:
             continue  # the first argument (or a view of it) is the one to write
         n = _differences(torch, tensor, before)
         if n:
@@ -132,7 +168,7 @@ def guard(op: str, target: str, fn: Callable, watch: Watchlist | None, log: list
         torch = sys.modules.get("torch")
         saved = []
         if torch is not None:
-            saved = [(label, t, t.detach().clone()) for label, t in _inputs(torch, args, kwargs)]
+            saved = [(label, t, t.detach().clone(), _around(torch, t)) for label, t in _inputs(torch, args, kwargs)]
         try:
             out = fn(*args, **kwargs)
         except BaseException as e:

@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from ..config import Config
-from ..mapping import Candidate, selection_for
+from ..mapping import Candidate, CandidateMap, local_imports, selection_for
+
+# The override layer's variable (gemswatch.override.loading); the watcher does not import it.
+IMPORT_PATH_ENV = "GEMSWATCH_IMPORT_PATH"
 
 if TYPE_CHECKING:
     from .run import Run
@@ -32,6 +35,9 @@ class StagePlan:
     ``command`` is None when the candidate's operators select nothing for
     this stage; ``why_not`` then says so and the stage is ``not_run``.
     ``warm`` says whether the executor will try the warm pool first.
+    ``guarded`` are the project files the stage is judged by (its tests,
+    benchmarks, conftests and their local helper modules): they must be the
+    same after the stage as before it.
     """
 
     run_id: str
@@ -46,6 +52,7 @@ class StagePlan:
     device: str | None
     warm: bool = False
     why_not: str = ""
+    guarded: tuple[Path, ...] = ()
 
     @property
     def command_line(self) -> str:
@@ -90,16 +97,44 @@ def base_env(config: Config) -> dict[str, str]:
 
 def stage_env(config: Config, candidate: Candidate, run_id: str, stage: str, device: str | None) -> dict[str, str]:
     """The environment of a stage: :func:`base_env` plus the candidate's
-    folder on PYTHONPATH, the run and stage, and the device."""
+    folder for its sibling imports, the run and stage, and the device."""
     env = base_env(config)
     # The snapshot lives in the run folder; sibling helpers stay importable.
-    extra = str(candidate.path.parent)
-    env["PYTHONPATH"] = extra + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # Not on PYTHONPATH: that would put the folder ahead of the standard
+    # library and site-packages, and a sitecustomize.py or a module named
+    # like a plugin next to the candidate would run in every stage. The
+    # override layer appends it to sys.path when it loads the candidate.
+    env[IMPORT_PATH_ENV] = str(candidate.path.parent)
     env["GEMSWATCH_RUN_ID"] = run_id
     env["GEMSWATCH_STAGE"] = stage
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
     return env
+
+
+def judged_by(config: Config, candidate: Candidate) -> tuple[Path, ...]:
+    """The project files a candidate's stages are judged by: the operators'
+    test and benchmark files with the conftests above them and the project's
+    own modules those import (a shared test helper). config.yaml is not
+    among them: a user's edit of it applies while stages run."""
+    files = CandidateMap(config).selection_files(candidate.ops)
+    helpers: set[Path] = set()
+    for f in files:
+        if f.suffix == ".py":
+            try:
+                helpers |= local_imports(f.read_bytes(), f, [f.parent, config.project])
+            except OSError:
+                continue
+    inside = {h for h in helpers if _inside(h, config.project)}
+    return tuple(sorted(files | inside))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
 
 
 def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False) -> StagePlan:
@@ -123,4 +158,5 @@ def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False
         device=device,
         warm=warm,
         why_not=why_not,
+        guarded=judged_by(config, run.candidate) if cmd is not None else (),
     )

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 
 from ..config import Config
 from ..mapping import Candidate
-from ..status import FAILURES, NOT_RUN
+from ..status import ERROR, FAILURES, NOT_RUN
 from .executor import ProcessExecutor, StageExecutor, WarmForkExecutor
 from .plan import StagePlan, plan_stage
 from .result import LOG_TAIL_CHARS, StageResult
+from .tamper import ProjectGuard
 from .verdict import Verdict, decide
 from .warm import WarmStarter
 
@@ -113,10 +114,13 @@ class StageRunner(Protocol):
 
 
 class Stages:
-    """The real :class:`StageRunner`: plans from the run's config, executes on ``executor``."""
+    """The real :class:`StageRunner`: plans from the run's config, executes
+    on ``executor``, and puts back (and fails the stage for) any file it is
+    judged by that changed while it ran (``guard``)."""
 
-    def __init__(self, executor: StageExecutor):
+    def __init__(self, executor: StageExecutor, guard: ProjectGuard | None = None):
         self.executor = executor
+        self.guard = guard or ProjectGuard()
 
     def plan(self, run: Run, stage: str, device: str | None) -> StagePlan:
         return plan_stage(run, stage, device, warm=self.executor.warm)
@@ -130,12 +134,21 @@ class Stages:
             plan.report.unlink()
         except FileNotFoundError:
             pass
-        outcome = self.executor.execute(plan, run.cancel)
+        kept = self.guard.keep(plan.guarded)
+        try:
+            outcome = self.executor.execute(plan, run.cancel)
+            tampered = self.guard.check(kept, run.run_dir / "tampered", run.config.project)
+        finally:
+            self.guard.release(kept)
         if outcome.cancelled and not outcome.cancel_reason:
             outcome = replace(outcome, cancel_reason=run.cancel_reason)
         tail = _read_tail(plan.log)
         data, report_error = (None, None) if outcome.cancelled or outcome.timed_out else _read_report(plan.report)
         verdict: Verdict = decide(plan.stage, outcome, data, run.candidate.ops, tail, report_error)
+        if tampered:
+            first = tampered[0]
+            more = f" (and {len(tampered) - 1} more file(s))" if len(tampered) > 1 else ""
+            verdict = Verdict(ERROR, first.describe(run.config.rel, plan.stage) + more, cases=verdict.cases)
         return StageResult(
             stage=plan.stage,
             status=verdict.status,

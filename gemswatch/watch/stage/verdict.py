@@ -238,6 +238,9 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
     if parsed is None:
         return Verdict(CRASHED, "correctness report is not in a known format")
     records, extra = parsed
+    if extra.get("status") == CRASHED:
+        # The judge lived on, but the candidate's worker process died under it.
+        return Verdict(CRASHED, first_line(extra.get("message")) or "the candidate's worker process died")
     cases = Cases()
     calls: dict[str, int] = {op: 0 for op in operators}
     first_fail: dict | None = None

@@ -1,0 +1,200 @@
+"""The candidate's side: a process that loads candidate files and calls them.
+
+Started by the judge (:mod:`.judge`), forked from it before any candidate is
+loaded (or, when the judge has already initialised CUDA, as a fresh
+interpreter). It serves one request at a time on its socket:
+
+- ``{"op": "load", "path", "shown"}``: execute the file (the same loader and
+  the same error messages as an in-process override);
+- ``{"op": "function", "file", "name"}``: check that the file defines the
+  callable ``name``;
+- ``{"op": "call", "file", "name"}`` with the arguments: call it
+  and answer its result, or the exception it raised.
+
+Nothing this process says is trusted by the judge: it answers with plain
+bytes and descriptions that the judge rebuilds and checks itself. What it
+reports (torch modes left active, a tensor subclass returned, a result that
+lives in an argument's memory) only sharpens the judge's messages.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...override.errors import OverrideError
+from ...override.loading import LoadedFile, _load_module
+from . import transport
+
+__all__ = ["serve", "main"]
+
+_TRACEBACK_CHARS = 8000
+
+
+def _modes() -> list[str]:
+    """The torch function and dispatch modes active now."""
+    found = []
+    if torch._C._len_torch_function_stack():
+        found.append(f"{torch._C._len_torch_function_stack()} torch function mode(s)")
+    if torch._C._len_torch_dispatch_stack():
+        found.append(f"{torch._C._len_torch_dispatch_stack()} torch dispatch mode(s)")
+    return found
+
+
+def _both(before: list[str], after: list[str]) -> list[str]:
+    """What was active when the call began, and what it left active."""
+    return [f"{m} active when the call began" for m in before] + [
+        f"{m} left active by the call" for m in after if m not in before
+    ]
+
+
+def _error(e: BaseException) -> dict[str, Any]:
+    kind = type(e)
+    text = "".join(traceback.format_exception(kind, e, e.__traceback__))
+    return {
+        "error": {
+            "module": kind.__module__,
+            "type": kind.__qualname__,
+            "message": str(e)[:2000],
+            "traceback": text[-_TRACEBACK_CHARS:],
+        }
+    }
+
+
+def _plain_outputs(value: Any) -> tuple[Any, list[str]]:
+    """``value`` with every tensor subclass replaced by its plain data, and
+    what was replaced (the judge fails the call for it)."""
+    subclasses: list[str] = []
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            if type(v) is not torch.Tensor:
+                subclasses.append(f"{type(v).__module__}.{type(v).__qualname__}")
+                with torch._C.DisableTorchFunctionSubclass():
+                    v = v.as_subclass(torch.Tensor)
+            return v
+        if isinstance(v, tuple):
+            return tuple(plain(x) for x in v)
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(value), subclasses
+
+
+class _Worker:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.files: dict[str, LoadedFile] = {}
+
+    def answer(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
+        op = header.get("op")
+        if op == "load":
+            path = str(header.get("path"))
+            try:
+                self.files[path] = _load_module(Path(path), str(header.get("shown") or path))
+            except OverrideError as e:
+                return {"override_error": str(e)}, None
+            return {"ok": True}, None
+        if op == "function":
+            loaded = self.files.get(str(header.get("file")))
+            if loaded is None:
+                return {"override_error": f"{header.get('file')} was not loaded"}, None
+            try:
+                loaded.function(str(header.get("name")))
+            except OverrideError as e:
+                return {"override_error": str(e)}, None
+            return {"ok": True}, None
+        if op == "call":
+            return self.call(header, fd)
+        return {"override_error": f"unknown request {op!r}"}, None
+
+    def call(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
+        loaded = self.files[str(header.get("file"))]
+        func = loaded.function(str(header.get("name")))
+        (args, kwargs), inputs = transport.unpack(header, fd, own=False)
+        before = _modes()
+        try:
+            out = func(*args, **kwargs)
+        except BaseException as e:  # a skip, an exit or a crash of the candidate is the judge's to judge
+            _write_back(inputs, args, kwargs)
+            return {**_error(e), "modes": _both(before, _modes())}, None
+        modes = _both(before, _modes())
+        _write_back(inputs, args, kwargs)
+        out, subclasses = _plain_outputs(out)
+        try:
+            packed = transport.pack(out, aliases=_tensors(args, kwargs), ok=True, modes=modes, subclasses=subclasses)
+        except transport.TransportError as e:
+            return {**_error(e), "modes": modes}, None
+        inputs.close()
+        return packed.header, packed
+
+
+def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The request's tensors, in the order the judge packed them."""
+    found: list[torch.Tensor] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+
+    walk((args, kwargs))
+    return found
+
+
+def _write_back(inputs: transport.Packed, args: tuple, kwargs: dict) -> None:
+    """Copy device inputs back into the shared file, so the judge sees what
+    the candidate wrote (CPU inputs live in the file already)."""
+    for t, region in zip(_tensors(args, kwargs), inputs.regions):
+        if t.device.type != "cpu" and region.numel():
+            region.copy_(transport.storage_bytes(t))
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer requests until the judge closes the socket; then exit."""
+    worker = _Worker(sock)
+    while True:
+        try:
+            header, fd = transport.receive(sock)
+        except (OSError, transport.TransportError):
+            break
+        if header is None:
+            break
+        packed = None
+        try:
+            reply, packed = worker.answer(header, fd)
+        except BaseException as e:  # noqa: BLE001 - the judge hears of everything
+            reply = _error(e)
+        finally:
+            if fd is not None and packed is None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        try:
+            transport.send(sock, reply, packed.fd if packed is not None else None)
+        except (OSError, transport.TransportError) as e:
+            try:
+                transport.send(sock, _error(e))
+            except OSError:
+                break
+        finally:
+            if packed is not None:
+                packed.close()
+    os._exit(0)
+
+
+def main(fd: int) -> None:
+    """Entry point of a worker started as a fresh interpreter."""
+    serve(socket.socket(fileno=fd))
