@@ -16,7 +16,10 @@ against the goals of the warm-start issue:
   (c) the same two verdicts by hand: the preflight and the correctness
       command lines the watcher uses, run cold one after the other;
   (d) 16 files saved at once, ``--jobs 1`` vs ``--jobs 2``;
-  (e) the idle watcher's CPU and resident memory (and the pool's).
+  (e) the idle watcher's CPU and resident memory (and the pool's);
+  (f) save -> correctness verdict, warm, with the candidate judged from a
+      worker process of its own (the default) and in the judging process
+      (``GEMSWATCH_CANDIDATE_ISOLATION=off``), rounds A B B A.
 
 It is a measurement, not a test: nothing fails, it reports.
 """
@@ -52,6 +55,7 @@ GOALS = {
     "jobs": 1.7,  # 16 files: jobs 2 at least 1.7 x faster than jobs 1
     "cpu": 1.0,  # idle watcher: under 1 % CPU
     "rss": 80.0,  # ... and under 80 MB resident
+    "isolation": 1.15,  # save -> correctness, judge out of process <= 1.15 x in process
 }
 
 
@@ -228,6 +232,24 @@ def save_to_verdict(proj: Path, repeat: int, cold: bool) -> tuple[dict[str, floa
     return {k: median(v) for k, v in times.items()}, w
 
 
+def isolation_cost(proj: Path, repeat: int) -> dict[str, float]:
+    """save -> correctness (median, warm) with the judge out of process and in
+    it, in rounds A B B A so that a drifting machine hurts both alike."""
+    config = proj / "config.yaml"
+    original = config.read_text()
+    times: dict[str, list[float]] = {"worker": [], "off": []}
+    try:
+        for mode in ("worker", "off", "off", "worker"):
+            text = original if mode == "worker" else original + "\nenv:\n  GEMSWATCH_CANDIDATE_ISOLATION: \"off\"\n"
+            config.write_text(text)
+            b, w = save_to_verdict(proj, max(2, repeat // 2), cold=False)
+            w.stop()
+            times[mode].append(b["correctness"])
+    finally:
+        config.write_text(original)
+    return {k: median(v) for k, v in times.items()}
+
+
 # -- (c) by hand ---------------------------------------------------------------------
 
 
@@ -374,7 +396,7 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="measurements per figure (medians are shown)")
-    ap.add_argument("--only", default="abcde", help="the parts to run, e.g. `d` or `abc` (default: abcde)")
+    ap.add_argument("--only", default="abcdef", help="the parts to run, e.g. `d` or `abc` (default: abcdef)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch project")
     args = ap.parse_args()
     parts = set(args.only)
@@ -423,6 +445,11 @@ def main() -> int:
             print(f"    --jobs 1 {d[1]:6.2f} s   --jobs 2 {d[2]:6.2f} s   speed-up {d[1] / d[2]:.2f}x"
                   f"   (parallel capacity of the machine before/after: min {capacity:.2f})", flush=True)
             ratios["jobs"] = d[1] / d[2]
+        if "f" in parts:
+            print("(f) save -> correctness, warm: the candidate in a worker process (default) vs in the judge's", flush=True)
+            f = isolation_cost(proj, args.repeat)
+            print(f"    worker {f['worker']:6.3f} s   in process {f['off']:6.3f} s   ratio {f['worker'] / f['off']:.3f}", flush=True)
+            ratios["isolation"] = f["worker"] / f["off"]
     finally:
         if args.keep:
             print(f"scratch project kept in {proj}")
@@ -437,6 +464,7 @@ def main() -> int:
         ("jobs", "16 files, jobs 1 time / jobs 2 time", "{:.2f}x", f">= {GOALS['jobs']}x", lambda v: v >= GOALS["jobs"]),
         ("cpu", "idle watcher CPU", "{:.2f} %", f"< {GOALS['cpu']} %", lambda v: v < GOALS["cpu"]),
         ("rss", "idle watcher RSS", "{:.1f} MB", f"< {GOALS['rss']:.0f} MB", lambda v: v < GOALS["rss"]),
+        ("isolation", "save->correctness, isolated / in process", "{:.3f}", f"<= {GOALS['isolation']}", lambda v: v <= GOALS["isolation"]),
     ]
     for key, label, fmt, goal, ok in rows:
         if key in ratios:

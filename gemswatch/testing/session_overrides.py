@@ -8,7 +8,8 @@ taken at sessionfinish so it reaches the exit code and the report.
 
 An isolated session (the correctness suite's default) loads file candidates
 in a worker process of their own (:mod:`.isolation`): this process, which
-judges them, never runs their code. ``--candidate-isolation off`` loads them
+judges them, never runs their code. ``--candidate-isolation off`` (or
+``GEMSWATCH_CANDIDATE_ISOLATION=off`` in the stage's environment) loads them
 in this process instead.
 
 Imports pytest, ``gemswatch.override`` and the integrity checks; never the
@@ -18,6 +19,7 @@ plugins or ``gemswatch.watch``.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any, Callable
 
@@ -29,7 +31,10 @@ from ._atomic import write_json_atomic
 from .integrity import IntegrityError, Watchlist, guard
 from .isolation import WorkerSource, stage_output_fds
 
-__all__ = ["SessionOverrides", "add_report_options", "write_json_atomic"]
+__all__ = ["ISOLATION_ENV", "SessionOverrides", "add_report_options", "write_json_atomic"]
+
+# Set to "off" (e.g. in config.yaml's env:) to judge candidates in process.
+ISOLATION_ENV = "GEMSWATCH_CANDIDATE_ISOLATION"
 
 
 def add_report_options(parser: pytest.Parser) -> None:
@@ -76,10 +81,10 @@ class SessionOverrides:
         try:
             parser.getgroup("operator override").addoption(
                 "--candidate-isolation",
-                default="worker",
+                default="off" if os.environ.get(ISOLATION_ENV) == "off" else "worker",
                 choices=["worker", "off"],
                 help="where file candidates run in a correctness session: worker (a process of their own, "
-                "the default) or off (in the judging process)",
+                f"the default) or off (in the judging process; also {ISOLATION_ENV}=off)",
             )
         except ValueError:
             pass
@@ -102,13 +107,15 @@ class SessionOverrides:
         watch = None
         worker = None
         if wanted:
+            if isolated and getattr(option, "candidate_isolation", "worker") != "off":
+                # Forked before this process imports the operator library,
+                # which may initialise CUDA (a forked child cannot use it then).
+                worker = WorkerSource(stage_output_fds(config))
             try:  # the operator library (and torch) first: its functions are not the candidate's doing
                 importlib.import_module(module_name)
             except Exception:
                 pass  # apply_overrides_from_args reports it
             watch = Watchlist.snapshot()
-            if isolated and getattr(option, "candidate_isolation", "worker") != "off":
-                worker = WorkerSource(stage_output_fds(config))
             try:
                 registry = apply_overrides_from_args(option, DynamicOpOverride(worker))
             except OverrideError as e:

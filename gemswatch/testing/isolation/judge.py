@@ -227,12 +227,9 @@ class WorkerSource:
     """Loads candidate files in one worker process (a :class:`CandidateSource`)."""
 
     def __init__(self, output_fds: tuple[int, int] = (1, 2)) -> None:
-        self.output_fds = output_fds
-        self.worker: CandidateWorker | None = None
+        self.worker = CandidateWorker(output_fds)  # now: before anything else is imported
 
     def load(self, path: Path, shown: str) -> _WorkerFile:
-        if self.worker is None:
-            self.worker = CandidateWorker(self.output_fds)
         reply, _ = self.worker.request({"op": "load", "path": str(path), "shown": shown})
         if "override_error" in reply:
             raise OverrideError(str(reply["override_error"]))
@@ -241,11 +238,10 @@ class WorkerSource:
     @property
     def died(self) -> str | None:
         """How the worker died during the session, if it did."""
-        return None if self.worker is None or self.worker.died == "closed" else self.worker.died
+        return None if self.worker.died == "closed" else self.worker.died
 
     def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
+        self.worker.close()
 
 
 class RemoteCandidate:

@@ -1,0 +1,49 @@
+"""The hostile corpus on this machine's own device, through `gemswatch run --json`.
+
+    python scripts/corpus_run.py [NAME.py ...]
+
+The corpus test (tests/e2e/test_hostile_corpus.py) pins stages to the CPU;
+this runs the same files (default: all of tests/corpus/manifest.yaml) in a
+scratch project on whatever device the machine has (a GPU one included) and
+prints each file's verdict against the one the manifest expects. It is a
+check to run by hand, not a test; it exits 1 when a verdict differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from test_hostile_corpus import ENTRIES, build_project, check_statuses  # noqa: E402
+
+
+def main(names: list[str]) -> int:
+    names = names or list(ENTRIES)
+    with tempfile.TemporaryDirectory(prefix="gemswatch-corpus-") as tmp:
+        proj = build_project(Path(tmp), names)
+        env = {k: v for k, v in os.environ.items() if k != "GEMSWATCH_DEVICE"}
+        t0 = time.monotonic()
+        r = subprocess.run(
+            [sys.executable, "-m", "gemswatch.watch", "run", "--json"], cwd=proj, env=env, capture_output=True, text=True, timeout=1800
+        )
+        events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        for e in events:
+            if e["event"] == "stage_finished" and e["status"] != "not_run":
+                print(f"{e['candidate']:34s} {e['stage']:12s} {e['status']:11s} {e['duration_s']:6.2f}s  {e.get('message', '')[:110]}")
+        problems = check_statuses(events, names)
+        print(f"{len(names)} files in {time.monotonic() - t0:.1f} s; " + ("every verdict as expected" if not problems else "DIFFERENT:"))
+        for p in problems:
+            print("  " + p)
+        return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
