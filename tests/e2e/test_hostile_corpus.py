@@ -28,6 +28,9 @@ CORPUS = REPO / "tests" / "corpus"
 MANIFEST = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
 ENTRIES = MANIFEST["candidates"]
 WATCHED = [name for name, e in ENTRIES.items() if e.get("watch")]
+# Files that edit what judges every stage beside theirs: run on their own.
+ALONE = [name for name, e in ENTRIES.items() if e.get("alone")]
+SHARED = [name for name in ENTRIES if name not in ALONE]
 
 PYTEST_INI = """\
 [pytest]
@@ -155,7 +158,7 @@ def history_covers(project: Path, events: list[dict]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def corpus_run(tmp_path_factory):
-    project = build_project(tmp_path_factory.mktemp("corpus_run"), list(ENTRIES))
+    project = build_project(tmp_path_factory.mktemp("corpus_run"), SHARED)
     r = gemswatch(project, "run", "--json", timeout=420)
     return {"project": project, "rc": r.returncode, "stderr": r.stderr, "events": events(r.stdout)}
 
@@ -169,7 +172,18 @@ def test_corpus_has_the_required_kinds():
 
 def test_run_gives_every_file_its_expected_status(corpus_run):
     assert corpus_run["rc"] == 1, corpus_run["stderr"][-3000:]
-    assert check_statuses(corpus_run["events"], list(ENTRIES)) == []
+    assert check_statuses(corpus_run["events"], SHARED) == []
+
+
+@pytest.mark.parametrize("name", ALONE)
+def test_a_file_that_edits_its_judge_gets_its_status_and_the_files_are_put_back(tmp_path, name):
+    project = build_project(tmp_path, [name])
+    before = {p: p.read_bytes() for p in (project / "tests").iterdir() if p.is_file()}
+    r = gemswatch(project, "run", "--json", timeout=120)
+    assert check_statuses(events(r.stdout), [name]) == []
+    assert {p: p.read_bytes() for p in before} == before
+    kept = list((project / ".gemswatch" / "runs").glob("*/tampered/tests/*.py"))
+    assert kept, "the changed file is kept in the run folder"
 
 
 def test_run_leaves_no_stage_process(corpus_run):

@@ -117,22 +117,28 @@ def test_a_case_of_the_operator_that_skips_the_candidate_fails(suite):
     assert "integrity check 'invocation' failed: this case tests softmax (marker 'softmax') but never called" in reason
 
 
-def test_unhooking_candidate_fails_the_later_cases(suite):
-    suite.makepyfile(test_more="""
-        import pytest, torch, torchops
+THREE_MORE_CASES = """
+import pytest, torch, torchops
 
-        @pytest.mark.softmax
-        @pytest.mark.parametrize("n", [3, 4, 5])
-        def test_again(n):
-            torchops.softmax(torch.randn(n), -1)
-    """)
-    result, report = run(suite, GOOD + """
+@pytest.mark.softmax
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_again(n):
+    torchops.softmax(torch.randn(n), -1)
+"""
+
+# A candidate that, once called, puts a function of its own in its place.
+UNHOOKS = GOOD + """
 import torchops
 
 def my_softmax(x, dim=-1):
-    torchops.softmax = lambda x, dim=-1: torch.softmax(x, dim)
+    torchops.softmax = lambda x, dim=-1: {replacement}
     return torch.softmax(x, dim)
-""", *IN_PROCESS)
+"""
+
+
+def test_unhooking_candidate_fails_the_later_cases(suite):
+    suite.makepyfile(test_more=THREE_MORE_CASES)
+    result, report = run(suite, UNHOOKS.format(replacement="torch.softmax(x, dim)"), *IN_PROCESS)
     res = results(report)
     failed = [k for k, (outcome, reason) in res.items() if outcome == "failed" and "'invocation'" in reason]
     assert len(failed) == 3  # every softmax case after the first
@@ -227,21 +233,8 @@ def my_softmax(x, dim=-1):
 
 
 def test_a_candidate_cannot_unhook_itself_from_the_judge(suite):
-    suite.makepyfile(test_more="""
-        import pytest, torch, torchops
-
-        @pytest.mark.softmax
-        @pytest.mark.parametrize("n", [3, 4, 5])
-        def test_again(n):
-            torchops.softmax(torch.randn(n), -1)
-    """)
-    result, report = run(suite, GOOD + """
-import torchops
-
-def my_softmax(x, dim=-1):
-    torchops.softmax = lambda x, dim=-1: torch.zeros_like(x)
-    return torch.softmax(x, dim)
-""")
+    suite.makepyfile(test_more=THREE_MORE_CASES)
+    result, report = run(suite, UNHOOKS.format(replacement="torch.zeros_like(x)"))
     assert result.ret == 0, result.outlines[-20:]
     calls = [r["candidate_calls"]["torchops.softmax"] for r in report["records"] if "softmax" in r["opname"]]
     assert calls == [1, 1, 1, 1]  # every case called the candidate, counted by the judge

@@ -8,6 +8,12 @@ that copy, the changed version is kept in the run folder (nothing is lost,
 not even a user's own edit made during the stage), and the stage is an
 ``error`` naming the file.
 
+Stages of several candidates may run side by side with the same files
+(variants of one operator share its tests). Who changed a file cannot be
+told from the file, so when one stage finds a change, every stage that had
+the file in its keeping then is an ``error`` too: a candidate that edits its
+judge never passes, at the price of an error for a stage that ran beside it.
+
 While a stage runs, its files are *guarded*: a change the watcher sees to
 one of them is not a reason to re-run anything (the stage's end decides
 it), and a file whose bytes are the ones last kept is no change at all, so
@@ -16,7 +22,6 @@ restoring a file never triggers a run. Standard library only.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -26,31 +31,30 @@ from typing import Callable, Iterable
 __all__ = ["ProjectGuard", "Kept", "Tampered"]
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 @dataclass(frozen=True)
 class Tampered:
     """A guarded file that changed during a stage, and what was done about it."""
 
     path: Path
     kept_at: Path | None  # where the changed version now is (None: it was deleted)
+    found_beside: bool = False  # found (and restored) by another stage that ran beside this one
 
     def describe(self, shown: Callable[[Path], str], stage: str) -> str:
         """One line for the stage's message; ``shown`` names a path for the user."""
         where = f"; the changed file is kept at {shown(self.kept_at)}" if self.kept_at else " (it was deleted)"
+        beside = " (found by a stage that ran beside it; either candidate may have changed it)" if self.found_beside else ""
         return (
-            f"{shown(self.path)} changed while the {stage} stage ran: it was restored from the copy taken before the stage"
-            f"{where}. A candidate may not edit the files that judge it"
+            f"{shown(self.path)} changed while the {stage} stage ran{beside}: it was restored from the copy taken "
+            f"before the stage{where}. A candidate may not edit the files that judge it"
         )
 
 
-@dataclass
+@dataclass(eq=False)  # one stage's keeping: compared by identity
 class Kept:
     """The bytes of one stage's guarded files, as they were before it."""
 
     files: dict[Path, bytes | None] = field(default_factory=dict)  # None: did not exist
+    found_beside: list[Tampered] = field(default_factory=list)  # changes another stage found and restored
 
 
 class ProjectGuard:
@@ -59,30 +63,38 @@ class ProjectGuard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._in_use: dict[Path, int] = {}  # path -> stages running with it guarded
-        self._known: dict[Path, str] = {}  # path -> sha256 of the bytes last kept or restored
+        self._known: dict[Path, bytes] = {}  # path -> the bytes last kept or restored
+        self._active: list[Kept] = []  # the keepings of the stages running now
 
     def keep(self, files: Iterable[Path]) -> Kept:
-        """Read the files before a stage starts; they are guarded until :meth:`release`."""
+        """Read the files before a stage starts; they are guarded until :meth:`release`.
+
+        A file another running stage keeps is taken as that stage kept it:
+        what is on disk now may already be a candidate's edit, which the
+        other stage will put back."""
         kept = Kept()
-        for f in sorted({Path(p).resolve() for p in files}):
-            try:
-                kept.files[f] = f.read_bytes()
-            except FileNotFoundError:
-                kept.files[f] = None
-            except OSError:
-                continue  # unreadable: nothing to compare against
         with self._lock:
-            for f, data in kept.files.items():
+            for f in sorted({Path(p).resolve() for p in files}):
+                if self._in_use.get(f) and f in self._known:
+                    kept.files[f] = self._known[f]
+                else:
+                    try:
+                        kept.files[f] = f.read_bytes()
+                    except FileNotFoundError:
+                        kept.files[f] = None
+                    except OSError:
+                        continue  # unreadable: nothing to compare against
                 self._in_use[f] = self._in_use.get(f, 0) + 1
-                if data is not None:
-                    self._known[f] = _sha(data)
+                if kept.files[f] is not None:
+                    self._known[f] = kept.files[f]
+            self._active.append(kept)
         return kept
 
     def check(self, kept: Kept, keep_dir: Path, root: Path) -> list[Tampered]:
         """Compare the files with the copy in ``kept``; put back each that
         changed (its new version kept under ``keep_dir``, at its path
         relative to ``root``)."""
-        found = []
+        found: list[Tampered] = []
         for f, before in kept.files.items():
             try:
                 now: bytes | None = f.read_bytes()
@@ -102,11 +114,18 @@ class ProjectGuard:
             else:
                 _write_atomic(f, before)
             found.append(Tampered(f, kept_at))
-        return found
+        with self._lock:
+            for other in self._active:
+                if other is not kept:
+                    other.found_beside += [Tampered(t.path, t.kept_at, True) for t in found if t.path in other.files]
+            beside = [t for t in kept.found_beside if t.path not in {x.path for x in found}]
+        return found + beside
 
     def release(self, kept: Kept) -> None:
         """The stage is over: its files are no longer guarded by it."""
         with self._lock:
+            if kept in self._active:
+                self._active.remove(kept)
             for f in kept.files:
                 n = self._in_use.get(f, 0) - 1
                 if n > 0:
@@ -125,7 +144,7 @@ class ProjectGuard:
         if known is None:
             return False
         try:
-            return _sha(p.read_bytes()) == known
+            return p.read_bytes() == known
         except OSError:
             return False
 

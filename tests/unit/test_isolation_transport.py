@@ -1,0 +1,86 @@
+"""Arguments and results across the judge/worker boundary
+(gemswatch.testing.isolation.transport): one process, both ends."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from gemswatch.testing.isolation import transport
+
+
+def roundtrip(value, *, own=True, aliases=()):
+    packed = transport.pack(value)
+    fd = None if packed.fd is None else os.dup(packed.fd)
+    out, received = transport.unpack(packed.header, fd, own=own, aliases=aliases)
+    return out, packed, received
+
+
+def test_values_and_layouts_survive():
+    base = torch.arange(40, dtype=torch.float32).reshape(5, 8)
+    value = (base[1:, 2:5], base.t(), {"dim": -1, "dtype": torch.float64, "eps": 1e-6}, [torch.Size([2, 3]), None, True, "mean"])
+    out, _, _ = roundtrip(value)
+    sliced, transposed, kwargs, rest = out
+    assert torch.equal(sliced, base[1:, 2:5]) and sliced.stride() == (8, 1) and sliced.storage_offset() == 10
+    assert torch.equal(transposed, base.t()) and transposed.stride() == (1, 8)
+    assert sliced.untyped_storage().nbytes() == base.untyped_storage().nbytes()  # the whole storage came along
+    assert kwargs == {"dim": -1, "dtype": torch.float64, "eps": 1e-6}
+    assert rest == [torch.Size([2, 3]), None, True, "mean"]
+
+
+def test_tensors_of_one_storage_share_one_on_the_other_side():
+    base = torch.zeros(6)
+    out, packed, _ = roundtrip((base[:3], base[3:]), own=False)
+    assert len({m["at"] for m in packed.header["tensors"]}) == 1
+    out[0][0] = 5.0
+    assert out[1].untyped_storage().data_ptr() == out[0].untyped_storage().data_ptr()
+
+
+def test_without_own_memory_the_receiver_writes_what_the_sender_sees():
+    x = torch.zeros(4)
+    packed = transport.pack((x,))
+    (y,), _ = transport.unpack(packed.header, os.dup(packed.fd), own=False)
+    y.fill_(3.0)
+    assert torch.equal(packed.regions[0].view(torch.float32), torch.full((4,), 3.0))
+    assert torch.equal(x, torch.zeros(4))  # the sender's own tensor is untouched until it copies back
+
+
+def test_a_result_in_an_arguments_memory_comes_back_as_that_argument():
+    x = torch.randn(3, 4)
+    answer = transport.pack((x, x[1]), aliases=[x])
+    assert [m.get("alias") for m in answer.header["tensors"]] == [0, 0] and answer.fd is None
+    (same, row), _ = transport.unpack(answer.header, None, own=True, aliases=[x])
+    assert same is x and row.data_ptr() == x[1].data_ptr()
+
+
+def test_a_subclass_arrives_as_a_plain_tensor():
+    class Lies(torch.Tensor):
+        pass
+
+    out, _, _ = roundtrip(torch.ones(3).as_subclass(Lies))
+    assert type(out) is torch.Tensor
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda h: h["tensors"][0].update(shape=[1000]), "does not fit its storage"),
+        (lambda h: h["tensors"][0].update(dtype="object"), "malformed tensor description"),
+        (lambda h: h["tensors"][0].update(device="../../etc"), "unknown device"),
+        (lambda h: h.update(value={"$pickle": "x"}), "malformed value"),
+        (lambda h: h["tensors"][0].update(nbytes=1 << 40), "smaller than its tensors"),
+    ],
+    ids=["layout", "dtype", "device", "tag", "size"],
+)
+def test_a_malformed_answer_is_refused(edit, message):
+    packed = transport.pack((torch.ones(4),))
+    edit(packed.header)
+    with pytest.raises(transport.TransportError, match=message):
+        transport.unpack(packed.header, os.dup(packed.fd), own=True)
+
+
+def test_what_cannot_cross_is_named():
+    with pytest.raises(transport.TransportError, match="a builtins.object cannot be passed"):
+        transport.pack((object(),))
