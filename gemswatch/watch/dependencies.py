@@ -2,7 +2,7 @@
 
 A candidate depends on its local imports (read from its source, never by
 importing it), on its operators' test and benchmark files and on the
-conftests above them. The index is rebuilt for a file whenever its bytes
+conftests above them; a symlinked candidate also on the file it points to. The index is rebuilt for a file whenever its bytes
 are read for a run; it is queried for every changed path that is not
 itself a candidate.
 """
@@ -29,6 +29,8 @@ class DependencyIndex:
     def index(self, cand: Candidate, source: bytes, config: Config, cmap: CandidateMap) -> None:
         """Record the dependencies of ``cand``, whose bytes are ``source``."""
         deps = local_imports(source, cand.path, [config.project, config.watch]) | cmap.selection_files(cand.ops)
+        if cand.path.is_symlink():  # an edit of the file it points to is a save of it
+            deps.add(cand.path.resolve())
         with self._lock:
             self._deps[str(cand.path)] = deps
 

@@ -246,3 +246,23 @@ def test_benchmark_policy_auto_and_benchmark_now(proj):
     h.idle()
     assert h.runs()[-1]["stages"] == ["preflight", "correctness", "benchmark"]
     s.stop()
+
+
+def test_a_symlinked_candidate_runs_when_the_file_it_points_to_changes(proj):
+    elsewhere = proj / "kernels"
+    elsewhere.mkdir()
+    target = elsewhere / "softmax_impl.py"
+    target.write_text("def my_softmax(x):\n    return x\n")
+    (proj / "cands" / "softmax_v3.py").symlink_to(target)
+    h = Harness(proj)
+    s = h.start()
+    assert [c.rel for c in s.candidates()] == ["cands/softmax_v2.py", "cands/softmax_v3.py"]  # by its own name
+    s.run_all()
+    h.idle()
+    target.write_text("def my_softmax(x):\n    return x + 0\n")
+    s.handle_changes([(Change.modified, str(target))])
+    h.idle()
+    assert [(e["candidate"], e["reason"]) for e in h.runs()][-1] == ("cands/softmax_v3.py", "changed kernels/softmax_impl.py")
+    assert h.snapshots[-1] == target.read_bytes()  # the bytes it points to
+    assert dict(s.watch_roots())[elsewhere.resolve()] is False  # the folder it points into is watched
+    s.stop()

@@ -106,7 +106,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.files:
         targets = []
         for f in args.files:
-            p = Path(f).absolute().resolve()
+            # A symlinked candidate is known by its own name in the watched
+            # folder (as `list`, a plain `run` and the watcher know it).
+            given = Path(f).absolute()
+            p = given.parent.resolve() / given.name
             if not p.is_file():
                 print_error(f"gemswatch run: {f} does not exist")
                 return 2
