@@ -433,3 +433,22 @@ def test_gems_impl_cases_are_skipped_only_for_an_overridden_operator(pytester):
     assert rows["test_library_wording"][0] == "skipped" and "softmax is overridden" in rows["test_library_wording"][1]
     assert rows["test_other_operator"][0] == "passed"  # log_softmax is not overridden
     assert result.ret == 0
+
+
+def test_a_worker_started_as_a_fresh_interpreter_serves_the_same(tmp_path, monkeypatch):
+    # The path taken when forking is unsafe (a CUDA context or a native thread pool in the judge).
+    import torch
+
+    from gemswatch.testing.isolation import judge
+
+    monkeypatch.setattr(judge, "_native_threads", lambda: True)
+    (tmp_path / "cand.py").write_text(GOOD)
+    source = judge.WorkerSource()
+    try:
+        assert source.worker._fresh is not None
+        softmax = source.load(tmp_path / "cand.py", "cand.py").function("my_softmax")
+        x = torch.randn(3, 5)
+        assert torch.equal(softmax(x, -1), torch.softmax(x, -1))
+    finally:
+        source.close()
+    assert source.worker._fresh.poll() is not None and source.died is None

@@ -101,20 +101,20 @@ class CandidateWorker:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, transport.MAX_HEADER + 4096)
         self.sock = mine
         out, err = output_fds
+        self._fresh: subprocess.Popen | None = None  # the worker, when started as a fresh interpreter
         self.pid = self._start(mine, theirs, out, err)
         theirs.close()
 
-    @staticmethod
-    def _start(mine: socket.socket, theirs: socket.socket, out: int, err: int) -> int:
+    def _start(self, mine: socket.socket, theirs: socket.socket, out: int, err: int) -> int:
         if torch.cuda.is_initialized() or _native_threads():
             # A forked child cannot use its parent's CUDA context, and a thread
             # pool (OpenMP's) forked mid-flight can hang it: start afresh.
             code = "import sys; from gemswatch.testing.isolation.worker import main; main(int(sys.argv[1]))"
-            proc = subprocess.Popen(
+            self._fresh = subprocess.Popen(
                 [sys.executable, "-c", code, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
             )
-            return proc.pid
+            return self._fresh.pid
         pid = os.fork()
         if pid:
             return pid
@@ -171,17 +171,15 @@ class CandidateWorker:
             return
         self.died = "closed"
         deadline = time.monotonic() + grace
-        while True:
-            try:
-                pid, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid:
-                return
-            if time.monotonic() >= deadline:
-                os.kill(self.pid, signal.SIGKILL)
-                grace, deadline = 0.0, float("inf")
-            time.sleep(0.005)
+        try:
+            while time.monotonic() < deadline:
+                if os.waitpid(self.pid, os.WNOHANG)[0]:
+                    return
+                time.sleep(0.005)
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:  # already reaped
+            pass
 
 
 def _native_threads() -> bool:
