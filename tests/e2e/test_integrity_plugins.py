@@ -365,6 +365,37 @@ def test_timing_catches_a_replayed_result(bench_suite):
     assert bench["candidate_source"] is None and result.ret == 1
 
 
+def test_timing_checks_the_results_of_the_timed_calls(bench_suite):
+    # Right on its first (checked) call and on the replay check's calls, which
+    # it tells apart from the timer's by counting; garbage, fast, afterwards.
+    result, report = run_bench(bench_suite, """
+import torch
+
+_calls = {}
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    key = tuple(x.shape)
+    _calls[key] = _calls.get(key, 0) + 1
+    if _calls[key] in (1,) or _calls[key] > 10_000:
+        return torch.softmax(x, dim)
+    return torch.empty_like(x)
+""", "--warmup", "1", "--iter", "2")
+    (bench,) = report["benchmarks"]
+    assert bench["candidate_source"] is None and result.ret == 1
+    assert all("integrity check 'timed-output' failed: the timed calls of softmax returned results" in c["error"] for c in bench["cases"])
+
+
+def test_the_speed_of_light_floor_rejects_an_impossible_time():
+    from gemswatch.testing.benchmark.timed_checks import check_speed_of_light
+    from gemswatch.testing.integrity import IntegrityError
+
+    check_speed_of_light("softmax", 0.010, 8 << 20, copy_gbps=4000)  # 839 GB/s: possible
+    check_speed_of_light("softmax", 0.001, 8 << 20, copy_gbps=None)  # no copy bandwidth measured (CPU): no floor
+    with pytest.raises(IntegrityError, match=r"integrity check 'speed-of-light' failed: softmax timed 0.001 ms for 8388608 bytes, below"):
+        check_speed_of_light("softmax", 0.001, 8 << 20, copy_gbps=4000)  # 8.4 TB/s on a 4 TB/s device
+
+
 def test_preflight_catches_a_patched_timer(bench_suite):
     result, report = run_bench(bench_suite, """
 import torch

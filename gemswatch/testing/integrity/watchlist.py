@@ -60,6 +60,7 @@ WATCHED_MODULES = (
     "gemswatch.testing.benchmark.summary",
     "gemswatch.testing.benchmark.state",
     "gemswatch.testing.benchmark.runner",
+    "gemswatch.testing.benchmark.timed_checks",
     "gemswatch.testing.benchmark.plugin",
     "gemswatch.testing.benchmark.reports",
 )
