@@ -575,10 +575,41 @@ def test_timing_gives_candidate_fresh_inputs(project, probe):
     result = run(project, *FAST, "--override", "probe_inplace_:inplace.py:run", "-k", "test_inplace",
                  "--record", "json", "--output", "bench.json")
     assert result.ret == 0
-    # The baseline added 1 in place many times before; the candidate's first
-    # call still sees the zeros the case was built with.
-    assert probe.events[0] == 0.0 and probe.events[1] > 0
+    # The baseline added 1 in place many times before, and so did the
+    # candidate's own earlier calls: the first call and each timed repetition
+    # still see the case's values (zeros, which the pool's refills keep).
+    # The only other values are the replay check's refilled calls, one a case.
+    assert probe.events[0] == 0.0 and len(probe.events) > 4
+    assert len([e for e in probe.events if e != 0.0]) == 2
     assert load(project, "bench.json")["operators"]["probe_inplace_"]["candidate_source"] == "override"
+
+
+MEMO_CANDIDATE = f"""
+import sys
+
+import torch
+
+_memo = {{}}
+
+
+def run(x, dim=-1):
+    key = (x.data_ptr(), x._version)  # "the same input again": skip the work
+    events = sys.modules["{PROBE}"].events
+    if key in _memo:
+        events.append("hit")
+        return _memo[key]
+    events.append("miss")
+    _memo[key] = torch.softmax(x, dim)
+    return _memo[key]
+"""
+
+
+def test_timed_repetitions_never_see_one_input_twice(project, probe):
+    project.path.joinpath("memo.py").write_text(MEMO_CANDIDATE)
+    result = run(project, *FAST, "--override", "softmax:memo.py:run", "-k", "test_softmax",
+                 "--record", "json", "--output", "bench.json")
+    assert result.ret == 0
+    assert probe.events.count("miss") > 4 and "hit" not in probe.events
 
 
 def test_timing_raising_candidate_records_every_case(project):

@@ -15,11 +15,18 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 __all__ = ["Timer", "CudaEventTimer", "checked_latency"]
+
+Setup = Optional[Callable[[], Any]]
+
+
+def _setups(fns: Sequence[Any], setups: Sequence[Setup]) -> list[Setup]:
+    """One setup per function (None: nothing to do before its calls)."""
+    return list(setups) if setups else [None] * len(fns)
 
 
 def checked_latency(latency: float) -> float:
@@ -30,7 +37,10 @@ def checked_latency(latency: float) -> float:
 
 
 class Timer:
-    """Median latency in ms of a zero-argument function."""
+    """Median latency in ms of a zero-argument function.
+
+    A ``setup`` runs before every call, outside the timed window (the
+    benchmark gives each repetition fresh inputs with it)."""
 
     name = "timer"
 
@@ -39,12 +49,12 @@ class Timer:
         self.warmup_ms = warmup_ms
         self.iter_ms = iter_ms
 
-    def __call__(self, fn: Callable[[], Any]) -> float:
+    def __call__(self, fn: Callable[[], Any], setup: Setup = None) -> float:
         raise NotImplementedError
 
-    def pair(self, *fns: Callable[[], Any]) -> list[float]:
+    def pair(self, *fns: Callable[[], Any], setups: Sequence[Setup] = ()) -> list[float]:
         """Latency in ms of each function (timers that can interleave do)."""
-        return [self(fn) for fn in fns]
+        return [self(fn, setup) for fn, setup in zip(fns, _setups(fns, setups))]
 
 
 class CudaEventTimer(Timer):
@@ -125,10 +135,12 @@ class CudaEventTimer(Timer):
             self._cycles_per_ms = cycles / max(start.elapsed_time(end), 1e-3)
         return self._cycles_per_ms
 
-    def _host_ms(self, fn: Callable[[], Any]) -> float:
+    def _host_ms(self, fn: Callable[[], Any], setup: Setup = None) -> float:
         """Host time of one call (the kernels it queues run behind it)."""
         times = []
         for _ in range(3):
+            if setup is not None:
+                setup()
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             fn()
@@ -147,9 +159,11 @@ class CudaEventTimer(Timer):
 
     # -- the protocol ------------------------------------------------------------
 
-    def _rep(self, fn: Callable[[], Any], spin_cycles: int) -> float:
+    def _rep(self, fn: Callable[[], Any], spin_cycles: int, setup: Setup = None) -> float:
         """The event window of one repetition, in ms."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if setup is not None:
+            setup()
         self._flush()
         self._spin(spin_cycles)
         start.record()
@@ -158,10 +172,12 @@ class CudaEventTimer(Timer):
         torch.cuda.synchronize()
         return start.elapsed_time(end)
 
-    def _settle_rep(self, fn: Callable[[], Any]) -> float:
+    def _settle_rep(self, fn: Callable[[], Any], setup: Setup = None) -> float:
         """Device time from an idle start until everything the call queued
         anywhere has finished, minus the call's host time, in ms."""
         start, settled = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if setup is not None:
+            setup()
         self._flush()
         torch.cuda.synchronize()
         start.record()
@@ -180,33 +196,34 @@ class CudaEventTimer(Timer):
             self._idle_settle_ms = statistics.median(self._settle_rep(lambda: None) for _ in range(20))
         return self._idle_settle_ms
 
-    def pair(self, *fns: Callable[[], Any]) -> list[float]:
+    def pair(self, *fns: Callable[[], Any], setups: Sequence[Setup] = ()) -> list[float]:
         """Latency in ms of each function, timed in alternating repetitions."""
-        spins = [self._spin_cycles(self._host_ms(fn)) for fn in fns]
+        befores = _setups(fns, setups)
+        spins = [self._spin_cycles(self._host_ms(fn, setup)) for fn, setup in zip(fns, befores)]
         # Warm up for warmup_ms of wall time (at least two rounds), which also
         # gives the wall time of one round.
         t0, rounds = time.perf_counter(), 0
         while rounds < 2 or (time.perf_counter() - t0) * 1e3 < self.warmup_ms:
-            for fn, spin in zip(fns, spins):
-                self._rep(fn, spin)
+            for fn, spin, setup in zip(fns, spins, befores):
+                self._rep(fn, spin, setup)
             rounds += 1
         round_ms = (time.perf_counter() - t0) * 1e3 / rounds
         reps = max(self.min_reps, min(self.max_reps, int(self.iter_ms / round_ms)))
         windows: list[list[float]] = [[] for _ in fns]
         for _ in range(reps):
-            for i, (fn, spin) in enumerate(zip(fns, spins)):
-                windows[i].append(self._rep(fn, spin))
+            for i, (fn, spin, setup) in enumerate(zip(fns, spins, befores)):
+                windows[i].append(self._rep(fn, spin, setup))
         latencies = []
-        for fn, window in zip(fns, windows):
+        for fn, window, setup in zip(fns, windows, befores):
             latency = statistics.median(window)
             # The least: hidden work shows in every repetition, a host
             # hiccup only in some (the lower quartile still let a few
             # through on an H200, doubling single 10 us cases).
-            settle = min(self._settle_rep(fn) for _ in range(max(5, reps // 8))) - self.idle_settle_ms
+            settle = min(self._settle_rep(fn, setup) for _ in range(max(5, reps // 8))) - self.idle_settle_ms
             if settle > latency * (1 + self.off_stream_slack_rel) + self.off_stream_slack_ms:
                 latency = settle
             latencies.append(checked_latency(latency))
         return latencies
 
-    def __call__(self, fn: Callable[[], Any]) -> float:
-        return self.pair(fn)[0]
+    def __call__(self, fn: Callable[[], Any], setup: Setup = None) -> float:
+        return self.pair(fn, setups=[setup])[0]

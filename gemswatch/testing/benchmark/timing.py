@@ -99,12 +99,14 @@ class WallClockTimer(Timer):
     name = "wall_clock(median)"
     max_calls = 1000  # bounds a run of a very fast op
 
-    def __call__(self, fn: Callable[[], Any]) -> float:
+    def __call__(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> float:
         clock = time.perf_counter
+        before = setup or (lambda: None)
         synchronize(self.device)
         # Estimate with up to 5 calls, stopping early once the warmup budget is spent.
         start, n = clock(), 0
         while n < 5:
+            before()
             fn()
             n += 1
             if (clock() - start) * 1e3 >= self.warmup_ms:
@@ -112,10 +114,12 @@ class WallClockTimer(Timer):
         synchronize(self.device)
         estimate_ms = max((clock() - start) * 1e3 / n, 1e-6)
         for _ in range(min(self.max_calls, max(0, int(self.warmup_ms / estimate_ms) - n))):
+            before()
             fn()
         reps = min(self.max_calls, max(1, int(self.iter_ms / estimate_ms)))
         times = []
         for _ in range(reps):
+            before()
             synchronize(self.device)
             t0 = clock()
             fn()
