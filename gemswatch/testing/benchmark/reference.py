@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 
 __all__ = [
     "REFERENCE_SCHEMA",
+    "describe_error",
     "CATEGORIES",
     "reference_failure",
     "reference_status",
@@ -35,6 +36,12 @@ FAILING_STATUSES = frozenset({"UNSUPPORTED", "FAILED", "NO_CASES"})
 
 _SCALAR_TYPES = r"(?:Half|BFloat16|Float|Double|Char|Byte|Short|Int|Long|Bool|Float8_\w+)"
 _DTYPE_RE = re.compile(r"not implemented for ['\"]" + _SCALAR_TYPES + r"['\"]")
+
+
+def describe_error(error: BaseException) -> str:
+    """``Type: message`` of an exception, for a case's record."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _is_torch_object(obj: Any) -> bool:

@@ -13,7 +13,6 @@ Imports pytest, torch and the harness's modules; never the plugin or ``gemswatch
 from __future__ import annotations
 
 import importlib
-import math
 from contextlib import nullcontext, suppress
 from typing import Any, Callable
 
@@ -23,11 +22,12 @@ import torch
 from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
 from .cases import CaseList, CaseSpec, case_seed, dtype_name
-from .reference import reference_failure
+from .reference import describe_error
+from .reference_run import run_reference
 from .state import BenchState
 from .summary import geomean, summarize
 from .timed_checks import InputPool, check_speed_of_light, check_timed_output
-from .timing import clone_inputs, single_call_ms, synchronize, tensor_bytes
+from .timing import clone_inputs, synchronize, tensor_bytes
 
 # geomean and summarize live in .summary; re-exported for existing imports.
 __all__ = ["BenchmarkRunner", "CaseFailures", "geomean", "summarize"]
@@ -35,11 +35,6 @@ __all__ = ["BenchmarkRunner", "CaseFailures", "geomean", "summarize"]
 
 class CaseFailures(Exception):
     """Some cases of a benchmark failed; raised after all of them ran."""
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class _LocalCounter:
@@ -138,7 +133,7 @@ class BenchmarkRunner:
                     f"{benchmark.op}: no candidate for it in this session (candidates given for: {', '.join(names)})"
                 )
         if o.mode == "reference":
-            self._reference(benchmark, selected)
+            run_reference(self.state, benchmark, selected, self.nodeid)
         elif o.mode == "preflight":
             self._preflight(benchmark, selected)
         elif o.mode == "profile":
@@ -177,7 +172,7 @@ class BenchmarkRunner:
                 if count is not None and record["count"] == 0:
                     record["count"] = count() - start
                 e = self._patched_instead(bm, watched, e)
-                record["error"] = _describe(e)
+                record["error"] = describe_error(e)
                 failures.append((spec, e))
                 continue
             record["status"] = "passed"
@@ -235,7 +230,7 @@ class BenchmarkRunner:
             try:
                 self._time_case(bm, spec, entry, timer)
             except Exception as e:
-                entry["error"] = _describe(e)
+                entry["error"] = describe_error(e)
                 failures.append((spec, e))
                 continue
             st.mark_executed(spec.case_id)
@@ -366,48 +361,6 @@ class BenchmarkRunner:
 
     # -- reference-only ----------------------------------------------------------
 
-    def _reference(self, bm: Benchmark, selected: list[CaseSpec]) -> None:
-        st = self.state
-        records = []
-        for spec in selected:
-            record = spec.to_dict() | {
-                "nodeid": self.nodeid, "operator": bm.op, "status": "NOT_RUN",
-                "reason": "not reached: an earlier case of this benchmark stopped the traversal",
-            }
-            records.append(record)
-            st.add_reference_record(record)
-        for spec, record in zip(selected, records):
-            stage = "build_inputs"
-            try:
-                args, kwargs = bm.inputs(spec, st.device)
-                stage = "benchmark_reference"
-                latency = single_call_ms(lambda: bm.baseline(*args, **kwargs), st.device)
-                if not math.isfinite(latency) or latency < 0:
-                    raise ValueError(f"invalid reference latency {latency!r} ms")
-                stage = "synchronize"
-                synchronize(st.device)
-            except pytest.skip.Exception as e:
-                record.update(status="SKIP", reason=str(e.msg))
-                st.mark_reference_skipped(spec.case_id)
-                raise
-            except BaseException as e:
-                failure = reference_failure(e, stage)
-                record.update(status="FAILED", reason=_describe(e), failure=failure)
-                fatal = not isinstance(e, Exception) or stage == "synchronize" or failure["category"] == "UNKNOWN"
-                if fatal:
-                    raise
-                try:
-                    synchronize(st.device)
-                except Exception as again:
-                    record["recovery_failure"] = reference_failure(again, "synchronize")
-                    raise
-                continue
-            record.update(status="PASSED", reason=None, latency_ms=latency)
-            st.mark_executed(spec.case_id)
-        failed = sum(r["status"] == "FAILED" for r in records)
-        if failed:
-            pytest.fail(f"{failed} reference cases failed", pytrace=False)
-
     # -- shared -------------------------------------------------------------------
 
     def _raise_failures(self, bm: Benchmark, what: str, selected: list[CaseSpec],
@@ -418,5 +371,5 @@ class BenchmarkRunner:
         spec, first = failures[0]
         raise CaseFailures(
             f"{bm.op}: {len(failures)} of {len(selected)} {what} cases failed; first: {spec.case_id} "
-            f"({dtype_name(spec.dtype)}, shape {spec.shape}, params {spec.params}): {_describe(first)}"
+            f"({dtype_name(spec.dtype)}, shape {spec.shape}, params {spec.params}): {describe_error(first)}"
         ) from first

@@ -61,6 +61,7 @@ WATCHED_MODULES = (
     "gemswatch.testing.benchmark.state",
     "gemswatch.testing.benchmark.runner",
     "gemswatch.testing.benchmark.timed_checks",
+    "gemswatch.testing.benchmark.reference_run",
     "gemswatch.testing.benchmark.plugin",
     "gemswatch.testing.benchmark.reports",
 )
