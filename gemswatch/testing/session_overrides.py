@@ -30,6 +30,7 @@ from ..override.registry import DEFAULT_MODULE, DynamicOpOverride, OverrideError
 from ._atomic import write_json_atomic
 from .integrity import IntegrityError, Watchlist, guard
 from .isolation import WorkerSource, stage_output_fds
+from .orphans import adopt_orphans, kill_children
 
 __all__ = ["ISOLATION_ENV", "SessionOverrides", "add_report_options", "write_json_atomic"]
 
@@ -63,8 +64,10 @@ class SessionOverrides:
         module_name: str,
         watch: Watchlist | None = None,
         worker: WorkerSource | None = None,
+        adopted: bool = False,
     ) -> None:
         self.registry = registry
+        self.adopted = adopted  # this stage process reaps what its candidates abandon
         self.module_name = module_name
         self.worker = worker  # where file candidates run, when isolated
         # What the verdict depends on, as it was before any candidate loaded.
@@ -100,6 +103,7 @@ class SessionOverrides:
         existing = config.stash.get(_SESSION_KEY, None)
         if existing is not None:
             return existing  # a mixed tests/ + benchmark/ run installs once
+        adopted = adopt_orphans()  # before any candidate can start a process
         option = config.option
         module_name = getattr(option, "override_module", None) or DEFAULT_MODULE
         wanted = getattr(option, "override", None) or getattr(option, "override_config", None)
@@ -127,7 +131,7 @@ class SessionOverrides:
             except IntegrityError as e:
                 registry.restore_all(allow_unused=True)
                 raise pytest.UsageError(f"--override: {e}") from None
-        session = cls(registry, module_name, watch, worker)
+        session = cls(registry, module_name, watch, worker, adopted)
         config.stash[_SESSION_KEY] = session
         if getattr(option, "list_overrides", False):
             print("\n".join(format_overrides(registry)), flush=True)
@@ -220,3 +224,5 @@ class SessionOverrides:
             self.registry.restore_all(allow_unused=True)
         if self.worker is not None:
             self.worker.close()
+        if self.adopted:
+            kill_children()  # what the candidates left running, however they hid it

@@ -190,7 +190,7 @@ def test_run_leaves_no_stage_process(corpus_run):
     run_ids = {e["run_id"] for e in corpus_run["events"] if e["event"] == "run_queued"}
     assert stage_processes(run_ids) == []
     pids = recorded_pids(corpus_run["project"])
-    assert {name.split(".")[0] for name in pids} == {"spawn_child", "daemonize"}
+    assert {name.split(".")[0] for name in pids} == {n[:-3] for n in SHARED if ENTRIES[n].get("pids")}
     assert [name for name, pid in pids.items() if alive(pid)] == []
 
 
