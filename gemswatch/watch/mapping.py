@@ -11,6 +11,7 @@ import ast
 import glob as _glob
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,6 +163,12 @@ class CandidateMap:
         return {p.resolve() for p in expanded}
 
 
+# CPython 3.11's parser is not safe to run from two threads at once (it can
+# fail with "AST constructor recursion depth mismatch"); stages are planned
+# from several scheduler threads.
+_PARSE_LOCK = threading.Lock()
+
+
 def local_imports(source: bytes | str, file: Path, roots: list[Path]) -> set[Path]:
     """Local ``.py`` files that ``source`` (the text of ``file``) imports.
 
@@ -170,8 +177,9 @@ def local_imports(source: bytes | str, file: Path, roots: list[Path]) -> set[Pat
     folders (torch, triton, the standard library) are left out. Never raises.
     """
     try:
-        tree = ast.parse(source, filename=str(file))
-    except (SyntaxError, ValueError):
+        with _PARSE_LOCK:
+            tree = ast.parse(source, filename=str(file))
+    except (SyntaxError, ValueError, SystemError, RecursionError, MemoryError):
         return set()
     names: list[tuple[str, int]] = []
     for node in ast.walk(tree):
