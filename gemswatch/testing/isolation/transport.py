@@ -60,7 +60,7 @@ class Packed:
 
     header: dict[str, Any]
     fd: int | None = None
-    tensors: list[torch.Tensor] = field(default_factory=list)  # the originals, in header order
+    tensors: list[torch.Tensor] = field(default_factory=list)  # in header order: the sender's, or as rebuilt
     regions: list[torch.Tensor] = field(default_factory=list)  # their storages' bytes in the file
     value: Any = None  # what was packed (the sender's side)
     _map: mmap.mmap | None = None
@@ -247,8 +247,8 @@ def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[t
     longer touch them); without, CPU tensors share the memory file with the
     sender (so what the receiver writes, the sender sees). A tensor described
     as an alias is a view of the matching tensor of ``aliases``. Returns the value
-    and the :class:`Packed` view of the file (its ``regions``: each tensor's
-    storage bytes as they are in the file).
+    and the :class:`Packed` view of the file (its ``tensors`` as rebuilt, and
+    ``regions``: each tensor's storage bytes as they are in the file).
     """
     metas = header.get("tensors")
     if not isinstance(metas, list):
@@ -281,6 +281,7 @@ def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[t
         if key not in storages:  # tensors sent with one storage share one here too
             storages[key] = _storage(meta, region, own)
         tensors.append(_view(storages[key], dtype, shape, stride, offset))
+    packed.tensors = tensors
     return _decode(header.get("value"), tensors), packed
 
 

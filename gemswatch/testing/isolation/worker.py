@@ -122,41 +122,23 @@ class _Worker:
         try:
             out = func(*args, **kwargs)
         except BaseException as e:  # a skip, an exit or a crash of the candidate is the judge's to judge
-            _write_back(inputs, args, kwargs)
+            _write_back(inputs)
             return {**_error(e), "modes": _both(before, _modes())}, None
         modes = _both(before, _modes())
-        _write_back(inputs, args, kwargs)
+        _write_back(inputs)
         out, subclasses = _plain_outputs(out)
         try:
-            packed = transport.pack(out, aliases=_tensors(args, kwargs), ok=True, modes=modes, subclasses=subclasses)
+            packed = transport.pack(out, aliases=inputs.tensors, ok=True, modes=modes, subclasses=subclasses)
         except transport.TransportError as e:
             return {**_error(e), "modes": modes}, None
         inputs.close()
         return packed.header, packed
 
 
-def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """The request's tensors, in the order the judge packed them."""
-    found: list[torch.Tensor] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, torch.Tensor):
-            found.append(v)
-        elif isinstance(v, (tuple, list)):
-            for x in v:
-                walk(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-
-    walk((args, kwargs))
-    return found
-
-
-def _write_back(inputs: transport.Packed, args: tuple, kwargs: dict) -> None:
+def _write_back(inputs: transport.Packed) -> None:
     """Copy device inputs back into the shared file, so the judge sees what
     the candidate wrote (CPU inputs live in the file already)."""
-    for t, region in zip(_tensors(args, kwargs), inputs.regions):
+    for t, region in zip(inputs.tensors, inputs.regions):
         if t.device.type != "cpu" and region.numel():
             region.copy_(transport.storage_bytes(t))
 

@@ -125,16 +125,8 @@ def judged_by(config: Config, candidate: Candidate) -> tuple[Path, ...]:
                 helpers |= local_imports(f.read_bytes(), f, [f.parent, config.project])
             except OSError:
                 continue
-    inside = {h for h in helpers if _inside(h, config.project)}
+    inside = {h for h in helpers if h.is_relative_to(config.project)}
     return tuple(sorted(files | inside))
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
 
 
 def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False) -> StagePlan:
