@@ -67,9 +67,10 @@ def my_softmax(input, dim=-1, dtype=None):
 PROBE = """
 
 import os as _os
+import sys as _sys
 
 with open(_os.environ["GPU_SESSION_SEEN"], "a") as _f:
-    _f.write(f"{_os.path.basename(__file__)} {_os.environ.get('GEMSWATCH_STAGE')} pid={_os.getpid()} "
+    _f.write(f"{_os.path.basename(__file__)} {'preflight' if '--preflight-only' in _sys.argv else 'benchmark' if any(a.startswith('benchmark/') for a in _sys.argv) else 'correctness'} pid={_os.getpid()} "
              f"CUDA_VISIBLE_DEVICES={_os.environ.get('CUDA_VISIBLE_DEVICES')} "
              f"gpus_seen={torch.cuda.device_count()}\\n")
 """
@@ -180,6 +181,7 @@ def many(out: Path, proj: Path, n_files: int, jobs: int) -> float:
 
     # Stages load a snapshot of each save, so the probe writes where this says.
     os.environ["GPU_SESSION_SEEN"] = str(proj / "seen.txt")
+    os.environ["GEMSWATCH_CANDIDATE_WRITABLE"] = str(proj)  # the probe runs in the sandboxed worker
     w = Watcher(proj, "candidates/", "--benchmark", "auto", "--no-initial", "--jobs", str(jobs))
     stop = threading.Event()
     t0 = time.monotonic()

@@ -106,7 +106,7 @@ def stage_start(proj: Path, repeat: int) -> dict[str, dict[str, float]]:
             times: dict[str, list[float]] = {"warm": [], "cold": []}
             for i in range(repeat + 1):  # the first warm one waits for the pool: not counted
                 for mode in ("warm", "cold"):
-                    stage_env = {**env, "GEMSWATCH_RUN_ID": f"bench-{i}", "GEMSWATCH_STAGE": "start"}
+                    stage_env = {**env, "GEMSWATCH_RUN_ID": f"bench-{i}"}
                     t0 = time.perf_counter()
                     o = run_process(
                         cmd, cwd=proj, env=stage_env, log_path=proj / f"start-{mode}.log", timeout=120,

@@ -114,7 +114,7 @@ class SessionOverrides:
             if isolated and getattr(option, "candidate_isolation", "worker") != "off":
                 # Forked before this process imports the operator library,
                 # which may initialise CUDA (a forked child cannot use it then).
-                worker = WorkerSource(stage_output_fds(config))
+                worker = WorkerSource(stage_output_fds(config), (config.rootpath,))
             try:  # the operator library (and torch) first: its functions are not the candidate's doing
                 importlib.import_module(module_name)
             except Exception:

@@ -60,7 +60,7 @@ __all__ = ["PER_STAGE_KEYS", "main"]
 # Environment variables that may differ between the pool and a stage: they
 # are read by nothing the pool imports (the pool never initialises CUDA).
 PER_STAGE_KEYS = frozenset(
-    {"PYTHONPATH", "GEMSWATCH_IMPORT_PATH", "GEMSWATCH_RUN_ID", "GEMSWATCH_STAGE", "CUDA_VISIBLE_DEVICES"}
+    {"PYTHONPATH", "GEMSWATCH_IMPORT_PATH", "GEMSWATCH_RUN_ID", "CUDA_VISIBLE_DEVICES"}
 )
 CANDIDATE_PREFIX = "gemswatch_candidate_"
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"

@@ -1,5 +1,6 @@
-"""Calls the operator it replaces (meant to call the original kernel): the
-override makes that the candidate again, forever."""
+"""Calls the operator it replaces, meaning to call the original kernel. In
+the judge's process the override would make that the candidate again,
+forever; in the candidate's own worker process it is the library's kernel."""
 
 from gemswatch import gems
 

@@ -316,7 +316,8 @@ def test_preflight_raising_candidate_records_every_case(project):
 
 def test_preflight_count_is_measured(project):
     result = run(project, "--preflight-only", "--level", "core", "--dtypes", "float32",
-                 "--override", "softmax:twice.py:my_softmax", "--output", "pre.json")
+                 "--override", "softmax:twice.py:my_softmax", "--output", "pre.json",
+                 "--candidate-isolation", "off")  # in its own worker, the operator it calls is the library's
     assert result.ret == 1
     for r in load(project, "pre.json")["records"]:
         assert (r["status"], r["count"]) == ("failed", 2)
@@ -572,8 +573,9 @@ def test_timing_without_override_has_no_candidate_source(project):
 def test_timing_gives_candidate_fresh_inputs(project, probe):
     project.makepyfile(test_probe_perf=INPLACE)
     project.path.joinpath("inplace.py").write_text(INPLACE_CANDIDATE)
+    # In process: the probe that records what the candidate saw is this process's.
     result = run(project, *FAST, "--override", "probe_inplace_:inplace.py:run", "-k", "test_inplace",
-                 "--record", "json", "--output", "bench.json")
+                 "--record", "json", "--output", "bench.json", "--candidate-isolation", "off")
     assert result.ret == 0
     # The baseline added 1 in place many times before, and so did the
     # candidate's own earlier calls: the first call and each timed repetition
@@ -607,7 +609,7 @@ def run(x, dim=-1):
 def test_timed_repetitions_never_see_one_input_twice(project, probe):
     project.path.joinpath("memo.py").write_text(MEMO_CANDIDATE)
     result = run(project, *FAST, "--override", "softmax:memo.py:run", "-k", "test_softmax",
-                 "--record", "json", "--output", "bench.json")
+                 "--record", "json", "--output", "bench.json", "--candidate-isolation", "off")
     assert result.ret == 0
     assert probe.events.count("miss") > 4 and "hit" not in probe.events
 

@@ -62,7 +62,9 @@ def build_project(root: Path, names: list[str]) -> Path:
         "grace": 1,
         # Short limits: two corpus files hang on purpose.
         "timeouts": {"preflight": 10, "correctness": 40},
-        "env": {"CORPUS_PIDS": str(root / "pids")},
+        # The pid files are written by candidates, which the sandbox lets
+        # write only where the stage's environment says.
+        "env": {"CORPUS_PIDS": str(root / "pids"), "GEMSWATCH_CANDIDATE_WRITABLE": str(root / "pids")},
         "candidates": candidates,
         "operators": {
             "softmax": {

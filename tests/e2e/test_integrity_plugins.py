@@ -361,13 +361,15 @@ def test_preflight_catches_a_replayed_result(bench_suite):
 def test_timing_catches_a_replayed_result(bench_suite):
     result, report = run_bench(bench_suite, CACHED, "--warmup", "1", "--iter", "2")
     (bench,) = report["benchmarks"]
-    assert all("integrity check 'cached-output' failed" in c["error"] for c in bench["cases"])
+    # Its timed calls see fresh values and return the first call's result.
+    assert all("integrity check 'timed-output' failed" in c["error"] for c in bench["cases"])
     assert bench["candidate_source"] is None and result.ret == 1
 
 
 def test_timing_checks_the_results_of_the_timed_calls(bench_suite):
-    # Right on its first (checked) call and on the replay check's calls, which
-    # it tells apart from the timer's by counting; garbage, fast, afterwards.
+    # Right on its first (checked) call, on the replay check's calls and on
+    # the timer's warm-up, which it tells apart from the timed repetitions
+    # by counting; garbage, fast, afterwards.
     result, report = run_bench(bench_suite, """
 import torch
 
@@ -377,13 +379,64 @@ _calls = {}
 def my_softmax(x, dim=-1, dtype=None):
     key = tuple(x.shape)
     _calls[key] = _calls.get(key, 0) + 1
-    if _calls[key] in (1,) or _calls[key] > 10_000:
+    if _calls[key] <= 12:
         return torch.softmax(x, dim)
     return torch.empty_like(x)
 """, "--warmup", "1", "--iter", "2")
     (bench,) = report["benchmarks"]
     assert bench["candidate_source"] is None and result.ret == 1
     assert all("integrity check 'timed-output' failed: the timed calls of softmax returned results" in c["error"] for c in bench["cases"])
+
+
+SLOW_CLOCK = """
+import time
+
+import torch
+
+_real = time.perf_counter
+_start = _real()
+time.perf_counter = lambda: _start + (_real() - _start) / 1000  # its own process's clock, slowed down
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    time.sleep(0.003)
+    return torch.softmax(x, dim)
+"""
+
+FAST_WINDOWS = """
+import time
+
+import torch
+from gemswatch.testing.benchmark import timing
+
+timing.WallClockTimer._rep = lambda self, fn, spin, setup=None: (setup and setup(), fn(), 1e-6)[-1]
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    time.sleep(0.003)
+    return torch.softmax(x, dim)
+"""
+
+
+@pytest.mark.parametrize("candidate", [SLOW_CLOCK, FAST_WINDOWS], ids=["slowed-clock", "patched-timer"])
+def test_a_timer_tampered_with_in_the_worker_is_caught_by_the_judges_clock(bench_suite, candidate):
+    result, report = run_bench(bench_suite, candidate, "--warmup", "1", "--iter", "30")
+    (bench,) = report["benchmarks"]
+    assert result.ret == 1 and bench["candidate_source"] is None
+    for case in bench["cases"]:
+        assert "integrity check 'timer' failed: the candidate's" in case["error"], case["error"]
+        assert "but the judge's clock saw" in case["error"]
+
+
+def test_an_honest_slow_candidate_is_timed_in_its_worker(bench_suite):
+    # The same sleep, nothing tampered with: timed in the worker, within the
+    # judge's allowance, about 3 ms a call.
+    result, report = run_bench(bench_suite, SLOW_CLOCK.replace("time.perf_counter = ", "_unused = "),
+                               "--warmup", "1", "--iter", "30")
+    (bench,) = report["benchmarks"]
+    assert result.ret == 0, [c["error"] for c in bench["cases"]]
+    assert all(2.9 < c["latency"] < 30 for c in bench["cases"]), bench["cases"]
+    assert bench["candidate_source"] == "override"
 
 
 def test_the_speed_of_light_floor_rejects_an_impossible_time():
@@ -396,7 +449,7 @@ def test_the_speed_of_light_floor_rejects_an_impossible_time():
         check_speed_of_light("softmax", 0.001, 8 << 20, copy_gbps=4000)  # 8.4 TB/s on a 4 TB/s device
 
 
-def test_preflight_catches_a_patched_timer(bench_suite):
+def test_a_timer_patched_in_the_worker_does_not_reach_the_judge(bench_suite):
     result, report = run_bench(bench_suite, """
 import torch
 from gemswatch.testing.benchmark import timing
@@ -406,6 +459,19 @@ def my_softmax(x, dim=-1, dtype=None):
     timing.synchronize = lambda device: None
     return torch.softmax(x, dim)
 """, "--preflight-only")
+    assert result.ret == 0 and all(r["status"] == "passed" for r in report["records"])
+
+
+def test_in_process_preflight_catches_a_patched_timer(bench_suite):
+    result, report = run_bench(bench_suite, """
+import torch
+from gemswatch.testing.benchmark import timing
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    timing.synchronize = lambda device: None
+    return torch.softmax(x, dim)
+""", "--preflight-only", "--candidate-isolation", "off")
     errors = [r["error"] for r in report["records"]]
     assert all("replaced gemswatch.testing.benchmark.timing.synchronize" in e for e in errors), errors
 
@@ -427,7 +493,7 @@ def my_softmax(x, dim=-1, dtype=None):
         return torch.softmax(x, dim)
     finally:
         _depth[0] -= 1
-""", "--preflight-only")
+""", "--preflight-only", "--candidate-isolation", "off")  # in its worker, gems.softmax is not the override
     assert report["records"][0]["status"] == "passed"
     assert "integrity check 'invocation' failed: one invocation of softmax ran the candidate" in report["records"][1]["error"]
 

@@ -23,19 +23,18 @@ PY = sys.executable
 
 
 def stage_env(run_id: str) -> dict[str, str]:
-    return {**os.environ, "GEMSWATCH_RUN_ID": run_id, "GEMSWATCH_STAGE": "preflight"}
+    return {**os.environ, "GEMSWATCH_RUN_ID": run_id}
 
 
 def test_marker_needs_run_and_stage():
-    assert care.stage_marker({"GEMSWATCH_RUN_ID": "r1"}) is None
-    assert care.stage_marker(stage_env("r1")) == (b"GEMSWATCH_RUN_ID=r1", b"GEMSWATCH_STAGE=preflight")
+    assert care.stage_marker({"GEMSWATCH_RUN_ID": ""}) is None
+    assert care.stage_marker(stage_env("r1")) == (b"GEMSWATCH_RUN_ID=r1",)
 
 
 def test_an_inherited_marker_is_not_used(monkeypatch):
     # gemswatch's own tests run by a gemswatch stage: the outer stage's values
     # would match the test process and its relatives.
     monkeypatch.setenv("GEMSWATCH_RUN_ID", "outer")
-    monkeypatch.setenv("GEMSWATCH_STAGE", "correctness")
     assert care.stage_marker(dict(os.environ)) is None
     assert care.stage_marker({**os.environ, "GEMSWATCH_RUN_ID": "inner"}) is not None
 
@@ -123,7 +122,7 @@ import os, sys, threading
 from pathlib import Path
 from gemswatch.watch.stage.supervise import run_process
 folder = Path(sys.argv[2])
-env = {**os.environ, "GEMSWATCH_RUN_ID": sys.argv[1], "GEMSWATCH_STAGE": "correctness"}
+env = {**os.environ, "GEMSWATCH_RUN_ID": sys.argv[1]}
 run_process([sys.executable, "-c", sys.argv[3]], cwd=folder, env=env, log_path=folder / "s.log", timeout=60,
             cancel=threading.Event())
 """

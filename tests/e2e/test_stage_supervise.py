@@ -113,9 +113,9 @@ def test_a_stage_sees_exactly_its_gpu(tmp_path):
     (tmp_path / "candidates").mkdir()
     config = load_config(tmp_path / "config.yaml")
     cand = Candidate(tmp_path / "candidates" / "x.py", "x.py", (("softmax", "f"),), "x.py")
-    assert stage_env(config, cand, "r1", "benchmark", "1")["CUDA_VISIBLE_DEVICES"] == "1"
+    assert stage_env(config, cand, "r1", "1")["CUDA_VISIBLE_DEVICES"] == "1"
     # One intra-op thread per stage unless the user chose otherwise.
-    assert stage_env(config, cand, "r1", "preflight", None)["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS", "1")
+    assert stage_env(config, cand, "r1", None)["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS", "1")
     # On the CPU (no device slot) the watcher's own setting passes through.
-    assert stage_env(config, cand, "r1", "preflight", None).get("CUDA_VISIBLE_DEVICES") == os.environ.get(
+    assert stage_env(config, cand, "r1", None).get("CUDA_VISIBLE_DEVICES") == os.environ.get(
         "CUDA_VISIBLE_DEVICES")

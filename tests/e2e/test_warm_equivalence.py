@@ -181,7 +181,7 @@ def test_a_warm_stage_starts_like_a_fresh_interpreter(proj, starter):
     states = {}
     for tag, warm in (("warm", starter), ("cold", None)):
         cmd = [cfg.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_probe.py"]
-        env = dict(base_env(cfg), PYTHONPATH=str(proj / "cands"), GEMSWATCH_RUN_ID=f"{tag}-x", GEMSWATCH_STAGE="probe")
+        env = dict(base_env(cfg), PYTHONPATH=str(proj / "cands"), GEMSWATCH_RUN_ID=f"{tag}-x")
         out = run_process(cmd, cwd=proj, env=env, log_path=proj / f"{tag}-probe.log", timeout=20, cancel=threading.Event(), warm=warm)
         assert out.returncode == 0 and out.warm == (warm is not None), (proj / f"{tag}-probe.log").read_text()
         states[tag] = json.loads((proj / f"{tag}-probe.json").read_text())

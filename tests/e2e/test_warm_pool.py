@@ -95,7 +95,7 @@ class Starter(WarmStarter):
         return wait_for(ready, timeout, f"a ready pool ({self.state})").proc.pid
 
     def stage(self, test: str, *, cancel=None, timeout: float = 30, on_start=None, warm=True):
-        env = {**steady_env(), "GEMSWATCH_RUN_ID": "r", "GEMSWATCH_STAGE": "s"}
+        env = {**steady_env(), "GEMSWATCH_RUN_ID": "r"}
         return run_process(
             [PY, "-m", "pytest", "-q", f"tests/{test}"],
             cwd=self.proj,

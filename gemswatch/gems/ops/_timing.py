@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-__all__ = ["Timer", "CudaEventTimer", "checked_latency"]
+__all__ = ["Timer", "CudaEventTimer", "Measurement", "Prepared", "checked_latency"]
 
 Setup = Optional[Callable[[], Any]]
 
@@ -36,21 +37,92 @@ def checked_latency(latency: float) -> float:
     return latency
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A function made ready for timed repetitions: how long the device spins
+    before each one (cycles, and their ms) and the wall time of one warm-up round."""
+
+    spin_cycles: int = 0
+    spin_ms: float = 0.0
+    round_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a timer saw of one function: the latency it reports, the window
+    of every timed repetition, and the wall time of those repetitions (the
+    host clock around the whole loop, setups and waits included)."""
+
+    latency: float
+    windows: tuple[float, ...]
+    wall_ms: float
+    spin_ms: float = 0.0
+
+    @property
+    def overhead_ms(self) -> float:
+        """Wall time per repetition outside its window, besides the spin."""
+        n = max(len(self.windows), 1)
+        return max((self.wall_ms - sum(self.windows)) / n - self.spin_ms, 0.0)
+
+
 class Timer:
     """Median latency in ms of a zero-argument function.
 
     A ``setup`` runs before every call, outside the timed window (the
-    benchmark gives each repetition fresh inputs with it)."""
+    benchmark gives each repetition fresh inputs with it).
+
+    The phases (:meth:`prepare`, :meth:`reps_for`, :meth:`windows`,
+    :meth:`settled`, :meth:`finish`) are public so that a process other
+    than the one that judges may run them for its own function, step by
+    step, while the judge keeps the clock (see the benchmark's isolated timing)."""
 
     name = "timer"
+    max_reps = 1000
+    min_reps = 5
 
     def __init__(self, device: str, warmup_ms: float, iter_ms: float) -> None:
         self.device = device
         self.warmup_ms = warmup_ms
         self.iter_ms = iter_ms
 
-    def __call__(self, fn: Callable[[], Any], setup: Setup = None) -> float:
+    def prepare(self, fn: Callable[[], Any], setup: Setup = None) -> Prepared:
         raise NotImplementedError
+
+    def reps_for(self, round_ms: float) -> int:
+        """How many timed repetitions ``iter_ms`` buys at ``round_ms`` each."""
+        return max(self.min_reps, min(self.max_reps, int(self.iter_ms / max(round_ms, 1e-6))))
+
+    def windows(self, fn: Callable[[], Any], prepared: Prepared, setup: Setup, reps: int) -> list[float]:
+        """The timed window (ms) of each of ``reps`` repetitions."""
+        return [self._rep(fn, prepared.spin_cycles, setup) for _ in range(reps)]
+
+    def settled(self, fn: Callable[[], Any], setup: Setup, reps: int) -> float | None:
+        """A bound of all the work one call does, wherever it runs (None: the
+        windows see all of it)."""
+        return None
+
+    def finish(self, windows: Sequence[float], settled: float | None) -> float:
+        """The latency reported for these windows."""
+        return checked_latency(statistics.median(windows))
+
+    def settle_reps(self, reps: int) -> int:
+        return max(5, reps // 8)
+
+    def _rep(self, fn: Callable[[], Any], spin_cycles: int, setup: Setup = None) -> float:
+        raise NotImplementedError
+
+    def measure(self, fn: Callable[[], Any], setup: Setup = None) -> Measurement:
+        """Time ``fn`` alone, keeping the wall time of its timed repetitions."""
+        prepared = self.prepare(fn, setup)
+        reps = self.reps_for(prepared.round_ms)
+        t0 = time.perf_counter()
+        windows = self.windows(fn, prepared, setup, reps)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        settled = self.settled(fn, setup, self.settle_reps(reps))
+        return Measurement(self.finish(windows, settled), tuple(windows), wall_ms, prepared.spin_ms)
+
+    def __call__(self, fn: Callable[[], Any], setup: Setup = None) -> float:
+        return self.measure(fn, setup).latency
 
     def pair(self, *fns: Callable[[], Any], setups: Sequence[Setup] = ()) -> list[float]:
         """Latency in ms of each function (timers that can interleave do)."""
@@ -82,8 +154,6 @@ class CudaEventTimer(Timer):
     """
 
     name = "cuda_events(median, clean_l2_flush, host_overhead_hidden, off_stream_work_added)"
-    max_reps = 1000
-    min_reps = 5
     # How far the settled figure may exceed the event window before it counts
     # as hidden work: it also holds the launch latency of the call's last
     # kernel (about 10 us on an H200), which the event window does not.
@@ -196,34 +266,46 @@ class CudaEventTimer(Timer):
             self._idle_settle_ms = statistics.median(self._settle_rep(lambda: None) for _ in range(20))
         return self._idle_settle_ms
 
-    def pair(self, *fns: Callable[[], Any], setups: Sequence[Setup] = ()) -> list[float]:
-        """Latency in ms of each function, timed in alternating repetitions."""
-        befores = _setups(fns, setups)
-        spins = [self._spin_cycles(self._host_ms(fn, setup)) for fn, setup in zip(fns, befores)]
-        # Warm up for warmup_ms of wall time (at least two rounds), which also
-        # gives the wall time of one round.
+    def _spin_ms(self, cycles: int) -> float:
+        return cycles / self.cycles_per_ms if self.cycles_per_ms else 0.0
+
+    def _warm(self, fns: Sequence[Callable[[], Any]], spins: Sequence[int], befores: Sequence[Setup]) -> float:
+        """Warm up for warmup_ms of wall time (at least two rounds); the wall
+        time of one round."""
         t0, rounds = time.perf_counter(), 0
         while rounds < 2 or (time.perf_counter() - t0) * 1e3 < self.warmup_ms:
             for fn, spin, setup in zip(fns, spins, befores):
                 self._rep(fn, spin, setup)
             rounds += 1
-        round_ms = (time.perf_counter() - t0) * 1e3 / rounds
-        reps = max(self.min_reps, min(self.max_reps, int(self.iter_ms / round_ms)))
+        return (time.perf_counter() - t0) * 1e3 / rounds
+
+    def prepare(self, fn: Callable[[], Any], setup: Setup = None) -> Prepared:
+        spin = self._spin_cycles(self._host_ms(fn, setup))
+        return Prepared(spin, self._spin_ms(spin), self._warm([fn], [spin], [setup]))
+
+    def settled(self, fn: Callable[[], Any], setup: Setup, reps: int) -> float | None:
+        # The least: hidden work shows in every repetition, a host hiccup
+        # only in some (the lower quartile still let a few through on an
+        # H200, doubling single 10 us cases).
+        return min(self._settle_rep(fn, setup) for _ in range(reps)) - self.idle_settle_ms
+
+    def finish(self, windows: Sequence[float], settled: float | None) -> float:
+        latency = statistics.median(windows)
+        if settled is not None and settled > latency * (1 + self.off_stream_slack_rel) + self.off_stream_slack_ms:
+            latency = settled
+        return checked_latency(latency)
+
+    def pair(self, *fns: Callable[[], Any], setups: Sequence[Setup] = ()) -> list[float]:
+        """Latency in ms of each function, timed in alternating repetitions."""
+        befores = _setups(fns, setups)
+        spins = [self._spin_cycles(self._host_ms(fn, setup)) for fn, setup in zip(fns, befores)]
+        reps = self.reps_for(self._warm(fns, spins, befores))
         windows: list[list[float]] = [[] for _ in fns]
         for _ in range(reps):
             for i, (fn, spin, setup) in enumerate(zip(fns, spins, befores)):
                 windows[i].append(self._rep(fn, spin, setup))
-        latencies = []
-        for fn, window, setup in zip(fns, windows, befores):
-            latency = statistics.median(window)
-            # The least: hidden work shows in every repetition, a host
-            # hiccup only in some (the lower quartile still let a few
-            # through on an H200, doubling single 10 us cases).
-            settle = min(self._settle_rep(fn, setup) for _ in range(max(5, reps // 8))) - self.idle_settle_ms
-            if settle > latency * (1 + self.off_stream_slack_rel) + self.off_stream_slack_ms:
-                latency = settle
-            latencies.append(checked_latency(latency))
-        return latencies
+        return [
+            self.finish(window, self.settled(fn, setup, self.settle_reps(reps)))
+            for fn, window, setup in zip(fns, windows, befores)
+        ]
 
-    def __call__(self, fn: Callable[[], Any], setup: Setup = None) -> float:
-        return self.pair(fn, setups=[setup])[0]

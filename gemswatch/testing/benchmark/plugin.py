@@ -70,6 +70,7 @@ class BenchmarkPlugin:
     state: BenchState
     problems: list[str] = field(default_factory=list)
     written: str | None = None
+    crashed: str | None = None  # how the candidate's worker died, when it did
 
     # -- hooks ------------------------------------------------------------------
 
@@ -142,6 +143,12 @@ class BenchmarkPlugin:
             for message in st.overrides.uncalled_messages():
                 self.problems.append(f"UNCALLED: {message}")
                 fail = True
+        died = st.overrides.worker_died if st.overrides is not None else None
+        if died is not None:
+            # The judge lived on; the candidate's process died under it.
+            self.crashed = f"the candidate's worker process died ({died})"
+            self.problems.append(self.crashed)
+            fail = True
         if (fail and original == 0) or (selection_failed and original in (0, 5)):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._write_report(original, int(session.exitstatus))
@@ -151,7 +158,7 @@ class BenchmarkPlugin:
         o = st.options
         if o.output is None:
             return
-        verdict = "passed" if final == 0 else "failed"
+        verdict = "crashed" if self.crashed else "passed" if final == 0 else "failed"
         if o.mode == "list":
             data: Any = case_list_report(st.case_lists)
         elif o.mode == "preflight":
@@ -218,7 +225,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # Triton's interpreter evaluates masked-off lanes too (e.g. -inf - -inf in a
     # row max), and numpy warns about them; benchmarks judge no numerics.
     config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
-    overrides = SessionOverrides.install(config)
+    # Candidates run in a worker process of their own, except when profiled
+    # (a profiler sees the process it runs in).
+    overrides = SessionOverrides.install(config, isolated=options.mode != "profile")
     plugin = BenchmarkPlugin(BenchState(config, options, overrides))
     config.stash[_PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "gemswatch-benchmark")

@@ -21,6 +21,7 @@ import torch
 
 from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
+from .isolated_timing import remote_of, time_isolated
 from .cases import CaseList, CaseSpec, case_seed, dtype_name
 from .reference import describe_error
 from .reference_run import run_reference
@@ -271,10 +272,15 @@ class BenchmarkRunner:
             last[0] = timed(*cand_args, **cand_kwargs)
             return last[0]
 
+        remote = remote_of(fn) if is_override else None
         try:
             timed, watched = self._first_call(bm, fn, is_override, cand_args, cand_kwargs)
-            setups = (pool.refresher(base_args, base_kwargs), pool.refresher(cand_args, cand_kwargs)) if pool else ()
-            entry["latency_base"], latency = timer.pair(baseline, candidate, setups=setups)
+            if remote is not None:  # timed in its worker, judged here
+                entry["latency_base"], latency = time_isolated(
+                    bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs)
+            else:
+                setups = (pool.refresher(base_args, base_kwargs), pool.refresher(cand_args, cand_kwargs)) if pool else ()
+                entry["latency_base"], latency = timer.pair(baseline, candidate, setups=setups)
         except Exception:
             # The baseline's time still goes in the record of a failing case
             # (unless the baseline is what failed).
@@ -288,8 +294,9 @@ class BenchmarkRunner:
             # case as built (baseline and candidate ran on copies), so the
             # replay check may use it and refill it; only its sizes are read below.
             self._check_candidate(bm, spec, fn, args, kwargs, watched)
-            want_args, want_kwargs = clone_inputs(*pool.last(setups[1]))
-            check_timed_output(torch, bm.op, last[0], bm.baseline(*want_args, **want_kwargs))
+            if remote is None:
+                want_args, want_kwargs = clone_inputs(*pool.last(setups[1]))
+                check_timed_output(torch, bm.op, last[0], bm.baseline(*want_args, **want_kwargs))
         last[0] = None
         if is_override and bm.flops is None:
             check_speed_of_light(bm.op, latency, tensor_bytes(args, kwargs) + tensor_bytes(out), st.copy_gbps)

@@ -24,11 +24,13 @@ from typing import Any, Callable
 
 import torch
 
-from gemswatch.gems.ops._timing import CudaEventTimer, Timer, checked_latency
+from gemswatch.gems.ops._timing import CudaEventTimer, Measurement, Prepared, Timer, checked_latency
 
 __all__ = [
     "Timer",
     "CudaEventTimer",
+    "Measurement",
+    "Prepared",
     "WallClockTimer",
     "make_timer",
     "copy_bandwidth_gbps",
@@ -97,9 +99,9 @@ class WallClockTimer(Timer):
     No cache flush: on the CPU interpreter host overhead dominates anyway."""
 
     name = "wall_clock(median)"
-    max_calls = 1000  # bounds a run of a very fast op
+    min_reps = 1
 
-    def __call__(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> float:
+    def prepare(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> Prepared:
         clock = time.perf_counter
         before = setup or (lambda: None)
         synchronize(self.device)
@@ -113,19 +115,19 @@ class WallClockTimer(Timer):
                 break
         synchronize(self.device)
         estimate_ms = max((clock() - start) * 1e3 / n, 1e-6)
-        for _ in range(min(self.max_calls, max(0, int(self.warmup_ms / estimate_ms) - n))):
+        for _ in range(min(self.max_reps, max(0, int(self.warmup_ms / estimate_ms) - n))):
             before()
             fn()
-        reps = min(self.max_calls, max(1, int(self.iter_ms / estimate_ms)))
-        times = []
-        for _ in range(reps):
-            before()
-            synchronize(self.device)
-            t0 = clock()
-            fn()
-            synchronize(self.device)
-            times.append((clock() - t0) * 1e3)
-        return checked_latency(statistics.median(times))
+        return Prepared(round_ms=estimate_ms)
+
+    def _rep(self, fn: Callable[[], Any], spin_cycles: int, setup: Callable[[], Any] | None = None) -> float:
+        if setup is not None:
+            setup()
+        synchronize(self.device)
+        t0 = time.perf_counter()
+        fn()
+        synchronize(self.device)
+        return (time.perf_counter() - t0) * 1e3
 
 
 def copy_bandwidth_gbps(timer: Timer, n_bytes: int = 1 << 30) -> float:

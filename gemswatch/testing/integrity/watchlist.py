@@ -64,6 +64,10 @@ WATCHED_MODULES = (
     "gemswatch.testing.benchmark.reference_run",
     "gemswatch.testing.benchmark.plugin",
     "gemswatch.testing.benchmark.reports",
+    "gemswatch.testing.benchmark.isolated_timing",
+    "gemswatch.testing.isolation.judge",
+    "gemswatch.testing.isolation.remote_timing",
+    "gemswatch.testing.isolation.transport",
 )
 # For these modules the methods of the classes they define are watched too.
 _OWN_PREFIX = "gemswatch."

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import builtins
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -93,8 +95,11 @@ def stage_output_fds(config: Any) -> tuple[int, int]:
 class CandidateWorker:
     """One worker process and the socket to it; requests are serialised."""
 
-    def __init__(self, output_fds: tuple[int, int] = (1, 2)):
+    def __init__(self, output_fds: tuple[int, int] = (1, 2), protected: tuple[Path, ...] = ()):
         self._lock = threading.Lock()
+        # The worker's scratch folder: the one place of its own it may write (see .sandbox).
+        self.scratch = Path(tempfile.mkdtemp(prefix="gemswatch-candidate-"))
+        self.protected = tuple(protected)
         self.died: str | None = None  # how the worker died, once it has
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for s in (mine, theirs):
@@ -109,9 +114,9 @@ class CandidateWorker:
         if torch.cuda.is_initialized() or _native_threads():
             # A forked child cannot use its parent's CUDA context, and a thread
             # pool (OpenMP's) forked mid-flight can hang it: start afresh.
-            code = "import sys; from gemswatch.testing.isolation.worker import main; main(int(sys.argv[1]))"
+            code = "import sys; from gemswatch.testing.isolation.worker import main; main(sys.argv[1:])"
             self._fresh = subprocess.Popen(
-                [sys.executable, "-c", code, str(theirs.fileno())],
+                [sys.executable, "-c", code, str(theirs.fileno()), str(self.scratch), *map(str, self.protected)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
             )
             return self._fresh.pid
@@ -130,7 +135,7 @@ class CandidateWorker:
             faulthandler.enable(file=sys.__stderr__)
             from .worker import serve
 
-            serve(theirs)
+            serve(theirs, self.scratch, self.protected)
         finally:
             os._exit(70)
 
@@ -168,6 +173,7 @@ class CandidateWorker:
         except OSError:
             pass
         if self.died is not None:
+            self._forget_scratch()
             return
         self.died = "closed"
         deadline = time.monotonic() + grace
@@ -180,6 +186,11 @@ class CandidateWorker:
             os.waitpid(self.pid, 0)
         except ChildProcessError:  # already reaped
             pass
+        finally:
+            self._forget_scratch()
+
+    def _forget_scratch(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _native_threads() -> bool:
@@ -224,8 +235,10 @@ class _WorkerFile:
 class WorkerSource:
     """Loads candidate files in one worker process (a :class:`CandidateSource`)."""
 
-    def __init__(self, output_fds: tuple[int, int] = (1, 2)) -> None:
-        self.worker = CandidateWorker(output_fds)  # now: before anything else is imported
+    def __init__(self, output_fds: tuple[int, int] = (1, 2), protected: tuple[Path, ...] = ()) -> None:
+        # Now: before anything else is imported. ``protected``: the project,
+        # which no place the sandboxed worker may write can contain.
+        self.worker = CandidateWorker(output_fds, protected)
 
     def load(self, path: Path, shown: str) -> _WorkerFile:
         reply, _ = self.worker.request({"op": "load", "path": str(path), "shown": shown})
@@ -250,6 +263,7 @@ class RemoteCandidate:
         self.path = path
         self.__name__ = self.__qualname__ = name
         self.__doc__ = f"{name} from {path}, run in an isolated worker process"
+        self.fastest_ms: float | None = None  # the judge's wall time of the fastest call so far
 
     def __repr__(self) -> str:
         return f"<isolated candidate {self.__name__} from {self.path}>"
@@ -261,7 +275,10 @@ class RemoteCandidate:
         except transport.TransportError as e:
             raise TypeError(str(e)) from None
         try:
+            t0 = time.perf_counter()
             reply, fd = self.worker.request(packed.header, packed.fd)
+            took = (time.perf_counter() - t0) * 1e3
+            self.fastest_ms = took if self.fastest_ms is None else min(self.fastest_ms, took)
             try:
                 return self._result(reply, fd, packed)
             finally:

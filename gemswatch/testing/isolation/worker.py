@@ -19,8 +19,10 @@ lives in an argument's memory) only sharpens the judge's messages.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -30,10 +32,17 @@ import torch
 from ...override.errors import OverrideError
 from ...override.loading import LoadedFile, _load_module
 from . import transport
+from .sandbox import restrict
+from .timed import TimedCase
 
-__all__ = ["serve", "main"]
+__all__ = ["SANDBOX_ENV", "serve", "main"]
+
+# "off" (in config.yaml's env:) lets candidates write anywhere again: for
+# debugging a candidate that writes files; verdicts are weaker then.
+SANDBOX_ENV = "GEMSWATCH_CANDIDATE_SANDBOX"
 
 _TRACEBACK_CHARS = 8000
+_TIMING_OPS = frozenset({"time-start", "time-reps", "time-outputs", "time-settle"})
 
 
 def _modes() -> list[str]:
@@ -56,11 +65,15 @@ def _both(before: list[str], after: list[str]) -> list[str]:
 def _error(e: BaseException) -> dict[str, Any]:
     kind = type(e)
     text = "".join(traceback.format_exception(kind, e, e.__traceback__))
+    message = str(e)[:2000]
+    if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM):
+        message += (f" (the candidate's sandbox: it may write only to its scratch folder $TMPDIR, /dev and the "
+                    f"compiler caches, and may not signal other processes; {SANDBOX_ENV}=off lifts it)")
     return {
         "error": {
             "module": kind.__module__,
             "type": kind.__qualname__,
-            "message": str(e)[:2000],
+            "message": message,
             "traceback": text[-_TRACEBACK_CHARS:],
         }
     }
@@ -91,6 +104,7 @@ class _Worker:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self.files: dict[str, LoadedFile] = {}
+        self.timed: TimedCase | None = None
 
     def answer(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         op = header.get("op")
@@ -112,7 +126,40 @@ class _Worker:
             return {"ok": True}, None
         if op == "call":
             return self.call(header, fd)
+        if op in _TIMING_OPS:
+            return self.time(op, header, fd)
         return {"override_error": f"unknown request {op!r}"}, None
+
+    def time(self, op: str, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
+        """A step of a timed case (see :mod:`.timed`); an exception of the
+        candidate is answered like one of a call."""
+        if op == "time-start":
+            loaded = self.files[str(header.get("file"))]
+            func = loaded.function(str(header.get("name")))
+            sets, received = transport.unpack(header, fd, own=True)
+            received.close()
+            self.timed = None  # the previous case's inputs go first
+            self.timed = TimedCase(func, [(tuple(a), dict(k)) for a, k in sets], header["timer"])
+        case = self.timed
+        if case is None:
+            return {"override_error": f"{op} without a time-start"}, None
+        before = _modes()
+        try:
+            if op == "time-start":
+                reply = case.start()
+            elif op == "time-reps":
+                reply = case.reps(int(header["n"]))
+            elif op == "time-settle":
+                reply = case.settle(int(header["n"]))
+            else:
+                slots, values = case.outputs()
+                values, subclasses = _plain_outputs(values)
+                packed = transport.pack(values, ok=True, slots=slots, subclasses=subclasses,
+                                        modes=_both(before, _modes()))
+                return packed.header, packed
+        except BaseException as e:  # the candidate's failure is the judge's to judge
+            return {**_error(e), "modes": _both(before, _modes())}, None
+        return {**reply, "ok": True, "modes": _both(before, _modes())}, None
 
     def call(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         loaded = self.files[str(header.get("file"))]
@@ -143,8 +190,16 @@ def _write_back(inputs: transport.Packed) -> None:
             region.copy_(transport.storage_bytes(t))
 
 
-def serve(sock: socket.socket) -> None:
-    """Answer requests until the judge closes the socket; then exit."""
+def serve(sock: socket.socket, scratch: Path | None = None, protected: tuple[Path, ...] = ()) -> None:
+    """Sandbox this process (:mod:`.sandbox`), then answer requests until the
+    judge closes the socket; then exit."""
+    # The judge's command line names the stage; the candidate's need not.
+    # (A determined candidate can still tell a timed call from its stack:
+    # the verdicts never rely on its not knowing.)
+    sys.argv = ["gemswatch-candidate-worker"]
+    if os.environ.get(SANDBOX_ENV) != "off":
+        box = restrict(list(protected) + [Path.cwd()], scratch)
+        print(f"gemswatch: {box.describe()}", file=sys.stderr, flush=True)
     worker = _Worker(sock)
     while True:
         try:
@@ -177,6 +232,7 @@ def serve(sock: socket.socket) -> None:
     os._exit(0)
 
 
-def main(fd: int) -> None:
-    """Entry point of a worker started as a fresh interpreter."""
-    serve(socket.socket(fileno=fd))
+def main(argv: list[str]) -> None:
+    """Entry point of a worker started as a fresh interpreter:
+    ``FD SCRATCH [PROTECTED...]``."""
+    serve(socket.socket(fileno=int(argv[0])), Path(argv[1]), tuple(Path(p) for p in argv[2:]))

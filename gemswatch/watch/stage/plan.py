@@ -95,9 +95,9 @@ def base_env(config: Config) -> dict[str, str]:
     return env
 
 
-def stage_env(config: Config, candidate: Candidate, run_id: str, stage: str, device: str | None) -> dict[str, str]:
+def stage_env(config: Config, candidate: Candidate, run_id: str, device: str | None) -> dict[str, str]:
     """The environment of a stage: :func:`base_env` plus the candidate's
-    folder for its sibling imports, the run and stage, and the device."""
+    folder for its sibling imports, the run, and the device."""
     env = base_env(config)
     # The snapshot lives in the run folder; sibling helpers stay importable.
     # Not on PYTHONPATH: that would put the folder ahead of the standard
@@ -105,8 +105,7 @@ def stage_env(config: Config, candidate: Candidate, run_id: str, stage: str, dev
     # like a plugin next to the candidate would run in every stage. The
     # override layer appends it to sys.path when it loads the candidate.
     env[IMPORT_PATH_ENV] = str(candidate.path.parent)
-    env["GEMSWATCH_RUN_ID"] = run_id
-    env["GEMSWATCH_STAGE"] = stage
+    env["GEMSWATCH_RUN_ID"] = run_id  # no stage name: the candidate cannot tell a timed stage by it
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
     return env
@@ -142,7 +141,7 @@ def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False
         stage=stage,
         command=None if cmd is None else tuple(cmd),
         cwd=config.project,
-        env=stage_env(config, run.candidate, run.run_id, stage, device),
+        env=stage_env(config, run.candidate, run.run_id, device),
         log=run.run_dir / f"{stage}.log",
         report=report,
         timeout=config.timeouts.get(stage),

@@ -1,10 +1,12 @@
 """What the runner does around a stage process besides waiting for it.
 
 - Escaped descendants: a candidate may start a process that leaves the
-  stage's process group (``setsid``, a double fork). Every stage has
-  ``GEMSWATCH_RUN_ID`` and ``GEMSWATCH_STAGE`` in its environment and every
-  process it execs inherits them, so after the stage the processes that still
-  carry both are found in ``/proc/<pid>/environ`` and killed.
+  stage's process group (``setsid``, a double fork). Every stage has its
+  run's ``GEMSWATCH_RUN_ID`` in its environment and every process it execs
+  inherits it, so after the stage the processes that still carry it are
+  found in ``/proc/<pid>/environ`` and killed (a stage process also adopts
+  and kills its orphans itself, whatever their environment:
+  ``gemswatch.testing.orphans``).
 - Output floods: the stage log is capped while it is written (the runner
   stops a stage whose log passes :data:`LOG_LIMIT_BYTES`) and compacted
   afterwards to its head and tail.
@@ -58,7 +60,9 @@ LOG_LIMIT_BYTES = int(os.environ.get("GEMSWATCH_LOG_LIMIT_MB", "512")) << 20
 LOG_KEEP_HEAD = 256 << 10
 LOG_KEEP_TAIL = 4 << 20
 
-_MARKER_KEYS = ("GEMSWATCH_RUN_ID", "GEMSWATCH_STAGE")
+# The run's id: stages of one run never overlap, and the candidate's
+# environment names no stage (a candidate must not learn it is being timed).
+_MARKER_KEYS = ("GEMSWATCH_RUN_ID",)
 
 
 def signal_group(pgid: int, sig: int = signal.SIGKILL) -> bool:

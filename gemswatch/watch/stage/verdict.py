@@ -165,9 +165,21 @@ def decide(
     raise ValueError(f"unknown stage {stage!r}")
 
 
+def _worker_died(report: Any) -> Verdict | None:
+    """CRASHED when the judge lived on but the candidate's worker process died
+    under it (the report's status says so, its problems say how)."""
+    if not isinstance(report, dict) or report.get("status") != CRASHED:
+        return None
+    died = [p for p in report.get("problems") or [] if isinstance(p, str) and "worker process died" in p]
+    return Verdict(CRASHED, first_line(died[0] if died else report.get("message")) or "the candidate's worker process died")
+
+
 def _decide_preflight(rc: int, report: Any, operators: list[str], log_tail: str) -> Verdict:
     if not isinstance(report, dict) or not isinstance(report.get("records"), list):
         return Verdict(CRASHED, "preflight report has no 'records' list")
+    died = _worker_died(report)
+    if died is not None:
+        return died
     records = [r for r in report["records"] if isinstance(r, dict)]
     cases = Cases()
     calls: dict[str, int] = {op: 0 for op in operators}
@@ -333,6 +345,9 @@ def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str)
     cases_list = _benchmark_cases(report)
     if cases_list is None:
         return Verdict(CRASHED, "benchmark report is not in a known format")
+    died = _worker_died(report)
+    if died is not None:
+        return died
     cases = Cases()
     calls: dict[str, int] = {op: 0 for op in operators}
     per_op: dict[str, list[float]] = {op: [] for op in operators}

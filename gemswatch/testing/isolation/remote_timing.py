@@ -1,0 +1,159 @@
+"""The judge's side of a timed case whose candidate runs in the worker.
+
+The timed repetitions must run where the candidate runs (a round trip per
+call would time the channel), so the worker runs them (:mod:`.timed`) and
+reports their windows. The judge trusts none of it:
+
+- its own clock is around the timed repetitions (one request, nothing else
+  in it): :func:`check_reported_time` rejects windows whose total is
+  smaller than that wall time minus a stated allowance per repetition for
+  what happens outside a window (the allowance is measured on the judge's
+  own timing of the baseline with the same protocol);
+- the results of the last repetitions come back as plain tensors, with the
+  value set each was computed from, and the caller checks them against the
+  baseline's result for the same values;
+- a tensor subclass or an active torch mode fails the case, as for a call.
+
+Imports torch and the worker channel; never pytest or ``gemswatch.watch``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..integrity import IntegrityError
+from . import transport
+from .judge import RemoteCandidate, _reraise
+
+__all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "RemoteTiming", "TimedOutputs", "check_reported_time"]
+
+# What may pass outside a repetition's window, per repetition: this many
+# times the judge's own figure for the baseline, plus the candidate's spin,
+# plus this slack (the worker's own Python, a page fault, a scheduler tick).
+OVERHEAD_FACTOR = 1.5
+OVERHEAD_SLACK_MS = 0.05
+# Once per request: the round trip and the reply's decoding.
+REQUEST_SLACK_MS = 2.0
+
+
+def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float) -> None:
+    """IntegrityError('timer') when the reported windows cannot be true: their
+    total must account for the judge's wall time around them, less
+    ``len(windows) x (OVERHEAD_FACTOR x overhead_ms + spin_ms +
+    OVERHEAD_SLACK_MS)`` and ``REQUEST_SLACK_MS``."""
+    n = len(windows)
+    if n == 0:
+        raise IntegrityError("timer", f"the candidate's worker reported no timed repetitions of {op}")
+    if any(not (isinstance(w, (int, float)) and w >= 0 and w == w and w != float("inf")) for w in windows):
+        raise IntegrityError("timer", f"the candidate's worker reported an impossible window for {op}")
+    allowance = n * (OVERHEAD_FACTOR * overhead_ms + spin_ms + OVERHEAD_SLACK_MS) + REQUEST_SLACK_MS
+    reported = float(sum(windows))
+    if reported < wall_ms - allowance:
+        raise IntegrityError(
+            "timer",
+            f"the candidate's {n} timed repetitions of {op} reported {reported:.4g} ms in all, but the judge's clock "
+            f"saw {wall_ms:.4g} ms around them, more than the {allowance:.4g} ms that may pass outside the windows: "
+            "the timer in the candidate's process was tampered with",
+        )
+
+
+@dataclass(frozen=True)
+class TimedOutputs:
+    """The kept results of the timed repetitions: which value set each used."""
+
+    slots: list[int]
+    values: list[Any]
+
+
+class RemoteTiming:
+    """One timed case run in the candidate's worker, step by step."""
+
+    def __init__(self, candidate: RemoteCandidate, sets: list[tuple[tuple, dict]], timer: dict[str, Any]):
+        self.candidate = candidate
+        self.worker = candidate.worker
+        self.name = candidate.__name__
+        self.sets = sets
+        self.timer = timer
+        self.spin_ms = 0.0
+        self.round_ms = 0.0
+
+    def _ask(self, header: dict[str, Any], fd: int | None = None) -> tuple[dict[str, Any], int | None]:
+        __tracebackhide__ = True
+        reply, reply_fd = self.worker.request(header, fd)
+        if reply.get("modes"):
+            if reply_fd is not None:
+                os.close(reply_fd)
+            raise IntegrityError(
+                "torch-mode",
+                f"{'; '.join(map(str, reply['modes']))} in the candidate {self.name}'s process while it was timed; "
+                "a candidate may not intercept torch's operators",
+            )
+        if "error" in reply:
+            if reply_fd is not None:
+                os.close(reply_fd)
+            raise _reraise(reply["error"], self.name)
+        if "override_error" in reply:
+            raise RuntimeError(str(reply["override_error"]))
+        return reply, reply_fd
+
+    def start(self) -> None:
+        try:
+            packed = transport.pack(self.sets, op="time-start", file=str(self.candidate.path), name=self.name,
+                                    timer=self.timer)
+        except transport.TransportError as e:
+            raise TypeError(str(e)) from None
+        try:
+            reply, _ = self._ask(packed.header, packed.fd)
+        finally:
+            packed.close()
+        # The spin is the worker's word, and it widens the allowance: it is
+        # at most what the timer would choose for the candidate's fastest
+        # call as the judge timed it (a round trip: more than its host time).
+        ceiling = 2 * self.candidate.fastest_ms + 0.02 if self.candidate.fastest_ms is not None else 0.0
+        self.spin_ms = min(_number(reply.get("spin_ms")), ceiling, 5.0)
+        self.round_ms = _number(reply.get("round_ms"))
+
+    def reps(self, n: int) -> tuple[list[float], float]:
+        """The reported windows of ``n`` repetitions, and the judge's wall time around them."""
+        t0 = time.perf_counter()
+        reply, _ = self._ask({"op": "time-reps", "n": int(n)})
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        windows = reply.get("windows")
+        if not isinstance(windows, list) or len(windows) != n:
+            raise IntegrityError("timer", f"the candidate's worker reported {len(windows or [])} windows for {n} repetitions")
+        return windows, wall_ms
+
+    def outputs(self) -> TimedOutputs:
+        reply, fd = self._ask({"op": "time-outputs"})
+        try:
+            values, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True)
+            received.close()
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if reply.get("subclasses"):
+            raise IntegrityError(
+                "output-type",
+                f"the candidate {self.name} returned a tensor subclass ({', '.join(map(str, reply['subclasses']))}) "
+                "when it was timed; return plain torch.Tensor results",
+            )
+        slots = reply.get("slots")
+        if not isinstance(values, list) or not isinstance(slots, list) or len(slots) != len(values) or not values:
+            raise IntegrityError("timed-output", f"the candidate's worker returned no result of the timed calls of {self.name}")
+        if any(not isinstance(s, int) or not 0 <= s < len(self.sets) for s in slots):
+            raise IntegrityError("timed-output", f"the candidate's worker named a value set that does not exist ({slots})")
+        return TimedOutputs(slots, values)
+
+    def settle(self, n: int) -> float | None:
+        reply, _ = self._ask({"op": "time-settle", "n": int(n)})
+        value = reply.get("settled")
+        return None if value is None else _number(value)
+
+
+def _number(value: Any) -> float:
+    if not isinstance(value, (int, float)) or value != value or value < 0:
+        raise IntegrityError("timer", f"the candidate's worker reported an impossible figure ({value!r})")
+    return float(value)
