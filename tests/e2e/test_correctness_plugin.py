@@ -90,9 +90,10 @@ TIMEOUT = 60
 
 
 @pytest.fixture
-def suite(pytester):
+def suite(pytester, monkeypatch):
     pytester.makepyfile(conftest=CONFTEST, fakeops=FAKEOPS)
     cands = pytester.mkdir("cands")
+    monkeypatch.setenv("GEMSWATCH_CANDIDATE_WRITABLE", str(cands))  # variant_a's import marks
     (cands / "variant_a.py").write_text(VARIANT_A)
     (cands / "variant_b.py").write_text(VARIANT_B)
     return pytester

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from gemswatch.testing.isolation.sandbox import landlock_abi
 from _e2e_helpers import alive
 from test_watch_e2e import Watcher, events, gemswatch, sha
 
@@ -30,7 +32,9 @@ ENTRIES = MANIFEST["candidates"]
 WATCHED = [name for name, e in ENTRIES.items() if e.get("watch")]
 # Files that edit what judges every stage beside theirs: run on their own.
 ALONE = [name for name, e in ENTRIES.items() if e.get("alone")]
-SHARED = [name for name in ENTRIES if name not in ALONE]
+# Files that cheat the benchmark: run in a project that benchmarks.
+BENCHED = [name for name, e in ENTRIES.items() if e.get("benchmark")]
+SHARED = [name for name in ENTRIES if name not in ALONE and name not in BENCHED]
 
 PYTEST_INI = """\
 [pytest]
@@ -41,9 +45,10 @@ markers =
 """
 
 
-def build_project(root: Path, names: list[str]) -> Path:
+def build_project(root: Path, names: list[str], benchmark: bool = False) -> Path:
     """A project with the repository's softmax tests and benchmark, the
-    corpus files ``names`` under corpus/, and a config.yaml mapping them."""
+    corpus files ``names`` under corpus/, and a config.yaml mapping them
+    (benchmarking every one that passes, with ``benchmark``)."""
     for rel in ("tests/conftest.py", "tests/test_softmax.py", "tests/_softmax_family.py", "benchmark/conftest.py", "benchmark/test_softmax_perf.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / rel, root / rel)
@@ -57,7 +62,7 @@ def build_project(root: Path, names: list[str]) -> Path:
         candidates[name] = {entry.get("operator", MANIFEST["operator"]): entry.get("function", MANIFEST["function"])}
     config = {
         "watch": "corpus",
-        "benchmark": "never",
+        "benchmark": "auto" if benchmark else "never",
         "jobs": 2,
         "grace": 1,
         # Short limits: two corpus files hang on purpose.
@@ -124,6 +129,11 @@ def recorded_pids(project: Path) -> dict[str, int]:
     return {p.name: int(p.read_text()) for p in (project / "pids").glob("*.pid")}
 
 
+def _alternatives(message: str | list[str]) -> list[str]:
+    """A manifest message: one fragment, or a list of which one must show."""
+    return [message] if isinstance(message, str) else list(message)
+
+
 def check_statuses(events: list[dict], names: list[str]) -> list[str]:
     """One line per file whose run did not end as the manifest says."""
     runs = {e["candidate"]: e for e in events if e["event"] == "run_finished"}
@@ -142,7 +152,7 @@ def check_statuses(events: list[dict], names: list[str]) -> list[str]:
             stage = stages.get((rel, entry["stage"]))
             if stage is None or stage["status"] != entry["status"]:
                 problems.append(f"{name}: stage {entry['stage']} is {stage and stage['status']}, expected {entry['status']}")
-            elif entry["message"] not in stage["message"]:
+            elif not any(m in stage["message"] for m in _alternatives(entry["message"])):
                 problems.append(f"{name}: {entry['stage']} message {stage['message']!r} lacks {entry['message']!r}")
     return problems
 
@@ -184,8 +194,15 @@ def test_a_file_that_edits_its_judge_gets_its_status_and_the_files_are_put_back(
     r = gemswatch(project, "run", "--json", timeout=120)
     assert check_statuses(events(r.stdout), [name]) == []
     assert {p: p.read_bytes() for p in before} == before
-    kept = list((project / ".gemswatch" / "runs").glob("*/tampered/tests/*.py"))
-    assert kept, "the changed file is kept in the run folder"
+    if not landlock_abi():  # with the sandbox the write is refused; without, the guard restores
+        kept = list((project / ".gemswatch" / "runs").glob("*/tampered/tests/*.py"))
+        assert kept, "the changed file is kept in the run folder"
+
+
+def test_files_that_cheat_the_benchmark_get_their_status(tmp_path):
+    project = build_project(tmp_path, BENCHED, benchmark=True)
+    r = gemswatch(project, "run", "--json", timeout=600)
+    assert check_statuses(events(r.stdout), BENCHED) == [], r.stderr[-3000:]
 
 
 def test_run_leaves_no_stage_process(corpus_run):

@@ -159,7 +159,8 @@ def guard(op: str, target: str, fn: Callable, watch: Watchlist | None, log: list
     operator's contract must hold (see the module docstring). A violation is
     appended to ``log`` (so a test that swallows exceptions cannot hide it)
     and raised as IntegrityError. Exceptions of the candidate itself pass
-    through unchanged.
+    through unchanged (an IntegrityError raised by the call, by the judge's
+    side of an isolated call, is logged too).
     """
 
     @functools.wraps(fn)
@@ -172,6 +173,8 @@ def guard(op: str, target: str, fn: Callable, watch: Watchlist | None, log: list
         try:
             out = fn(*args, **kwargs)
         except BaseException as e:
+            if isinstance(e, IntegrityError):  # the isolated call's own checks (output-type, torch-mode, ...)
+                log.append(e)
             try:
                 if watch is not None:
                     watch.check(before, f"a call of {target}")

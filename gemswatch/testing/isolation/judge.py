@@ -306,6 +306,12 @@ class RemoteCandidate:
             raise _reraise(reply["error"], self.__name__)
         value, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True, aliases=sent.tensors)
         received.close()
+        if reply.get("reused"):
+            raise IntegrityError(
+                "cached-output",
+                f"the candidate {self.__name__} returned the memory of a result it had returned before; "
+                "every call must compute a new result in new memory",
+            )
         if reply.get("subclasses"):
             raise IntegrityError(
                 "output-type",

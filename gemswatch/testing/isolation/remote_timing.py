@@ -28,28 +28,34 @@ from ..integrity import IntegrityError
 from . import transport
 from .judge import RemoteCandidate, _reraise
 
-__all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "RemoteTiming", "TimedOutputs", "check_reported_time"]
+__all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "REQUEST_SLACK_MS", "WALL_SLACK", "RemoteTiming", "TimedOutputs",
+           "check_reported_time"]
 
 # What may pass outside a repetition's window, per repetition: this many
 # times the judge's own figure for the baseline, plus the candidate's spin,
 # plus this slack (the worker's own Python, a page fault, a scheduler tick).
 OVERHEAD_FACTOR = 1.5
-OVERHEAD_SLACK_MS = 0.05
-# Once per request: the round trip and the reply's decoding.
+OVERHEAD_SLACK_MS = 0.25
+# Once per request: the round trip and the reply's decoding; and a share of
+# the wall time for a loaded machine (on a busy 2-core machine an honest
+# worker lost 12 % of its loop outside its windows to other processes).
 REQUEST_SLACK_MS = 2.0
+WALL_SLACK = 0.2
 
 
 def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float) -> None:
     """IntegrityError('timer') when the reported windows cannot be true: their
     total must account for the judge's wall time around them, less
     ``len(windows) x (OVERHEAD_FACTOR x overhead_ms + spin_ms +
-    OVERHEAD_SLACK_MS)`` and ``REQUEST_SLACK_MS``."""
+    OVERHEAD_SLACK_MS)``, ``REQUEST_SLACK_MS`` and ``WALL_SLACK x wall_ms``.
+    So a tampered timer can hide at most that much: it cannot make a call
+    that takes a millisecond on the judge's clock report a microsecond."""
     n = len(windows)
     if n == 0:
         raise IntegrityError("timer", f"the candidate's worker reported no timed repetitions of {op}")
     if any(not (isinstance(w, (int, float)) and w >= 0 and w == w and w != float("inf")) for w in windows):
         raise IntegrityError("timer", f"the candidate's worker reported an impossible window for {op}")
-    allowance = n * (OVERHEAD_FACTOR * overhead_ms + spin_ms + OVERHEAD_SLACK_MS) + REQUEST_SLACK_MS
+    allowance = n * (OVERHEAD_FACTOR * overhead_ms + spin_ms + OVERHEAD_SLACK_MS) + REQUEST_SLACK_MS + WALL_SLACK * wall_ms
     reported = float(sum(windows))
     if reported < wall_ms - allowance:
         raise IntegrityError(
@@ -116,10 +122,11 @@ class RemoteTiming:
         self.spin_ms = min(_number(reply.get("spin_ms")), ceiling, 5.0)
         self.round_ms = _number(reply.get("round_ms"))
 
-    def reps(self, n: int) -> tuple[list[float], float]:
-        """The reported windows of ``n`` repetitions, and the judge's wall time around them."""
+    def reps(self, n: int, first: bool = True) -> tuple[list[float], float]:
+        """The reported windows of ``n`` more repetitions, and the judge's wall
+        time around them (``first``: the case's first chunk of repetitions)."""
         t0 = time.perf_counter()
-        reply, _ = self._ask({"op": "time-reps", "n": int(n)})
+        reply, _ = self._ask({"op": "time-reps", "n": int(n), "first": bool(first)})
         wall_ms = (time.perf_counter() - t0) * 1e3
         windows = reply.get("windows")
         if not isinstance(windows, list) or len(windows) != n:
@@ -139,6 +146,12 @@ class RemoteTiming:
                 "output-type",
                 f"the candidate {self.name} returned a tensor subclass ({', '.join(map(str, reply['subclasses']))}) "
                 "when it was timed; return plain torch.Tensor results",
+            )
+        if reply.get("reused"):
+            raise IntegrityError(
+                "timed-output",
+                f"the candidate {self.name} returned the memory of an earlier timed call's result again "
+                f"({reply['reused']} of its last results): a result kept from an earlier call is not a new result",
             )
         slots = reply.get("slots")
         if not isinstance(values, list) or not isinstance(slots, list) or len(slots) != len(values) or not values:

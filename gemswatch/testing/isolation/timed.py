@@ -7,7 +7,8 @@ around the timed repetitions alone (:mod:`.judge`, ``RemoteTiming``):
 - ``time-start`` (the case's value sets, the timer's settings): build the
   call's working inputs from the first set, then the timer's warm-up
   (:meth:`Timer.prepare`); answers the spin and the round time;
-- ``time-reps`` (n): n timed repetitions, each starting from the next value
+- ``time-reps`` (n, first): n timed repetitions (a case asks for them in
+  chunks, the first one ``first``), each starting from the next value
   set copied into the working inputs (outside the window, as in the judge);
   answers the n windows. The results of the last repetitions are kept;
 - ``time-outputs``: the kept results, with the value set each was computed
@@ -30,10 +31,53 @@ import torch
 from ..benchmark.timing import Prepared, clone_inputs, make_timer
 from ..integrity._values import strided_tensors
 
-__all__ = ["KEPT_RESULTS", "TimedCase"]
+__all__ = ["KEPT_RESULTS", "ResultKeeper", "TimedCase", "poison_"]
 
-# Results of the last repetitions the judge checks (one per value set, at most).
+# The judge checks the results of the last KEPT_RESULTS repetitions; twice
+# as many are kept alive, and while they are alive an honest kernel's
+# results never share memory (a kernel that hands back a result it kept
+# from an earlier call does).
 KEPT_RESULTS = 3
+
+
+def poison_(value: Any, spare: set[int]) -> None:
+    """Overwrite the tensors of a result about to be let go (NaN, or every bit
+    flipped), except those in a storage of ``spare`` (the inputs'): memory
+    handed back to the allocator never holds a right answer, so a kernel that
+    returns uninitialised memory cannot return a result left there by an
+    earlier call with the same values."""
+    with torch.no_grad():
+        for _, t in strided_tensors(torch, value, "out"):
+            if not t.untyped_storage().nbytes() or t.untyped_storage().data_ptr() in spare:
+                continue
+            if t.is_floating_point() or t.is_complex():
+                t.fill_(float("nan"))
+            elif t.dtype == torch.bool:
+                t.logical_not_()
+            else:
+                t.bitwise_not_()
+
+
+class ResultKeeper:
+    """Keeps the results of the last calls alive and poisons each one it lets
+    go (:func:`poison_`). The judge times its baseline through one too, so
+    the two loops it compares do the same work outside the timed windows."""
+
+    def __init__(self, spare: Callable[[], set[int]], size: int = 2 * KEPT_RESULTS):
+        self.spare = spare
+        self.kept: deque[tuple[int, Any]] = deque()
+        self.size = size
+
+    def keep(self, slot: int, out: Any) -> Any:
+        self.kept.append((slot, out))
+        if len(self.kept) > self.size:
+            _, old = self.kept.popleft()
+            if not any(old is o for _, o in self.kept):
+                poison_(old, self.spare())
+        return out
+
+    def clear(self) -> None:
+        self.kept.clear()
 
 
 class TimedCase:
@@ -49,7 +93,7 @@ class TimedCase:
         self._targets = [t for _, t in strided_tensors(torch, (self.args, self.kwargs), "inputs")]
         self._sources = [[t for _, t in strided_tensors(torch, values, "inputs")] for values in sets]
         self._next = 0  # the value set the next setup copies in
-        self._kept: deque[tuple[int, Any]] = deque(maxlen=KEPT_RESULTS)
+        self._keeper = ResultKeeper(self._input_storages)
         self._prepared: Prepared | None = None
 
     def _setup(self) -> None:
@@ -59,30 +103,47 @@ class TimedCase:
         self._next += 1
 
     def _call(self) -> Any:
-        out = self.func(*self.args, **self.kwargs)
-        self._kept.append(((self._next - 1) % len(self.sets), out))
-        return out
+        return self._keeper.keep((self._next - 1) % len(self.sets), self.func(*self.args, **self.kwargs))
 
     def start(self) -> dict[str, Any]:
         self._prepared = self.timer.prepare(self._call, self._setup)
         p = self._prepared
         return {"spin_ms": p.spin_ms, "round_ms": p.round_ms}
 
-    def reps(self, n: int) -> dict[str, Any]:
+    def reps(self, n: int, first: bool) -> dict[str, Any]:
+        """``n`` more timed repetitions (``first``: the first of a case's chunks)."""
         if self._prepared is None:
             raise RuntimeError("time-reps before time-start")
-        self._next = 0  # the judge knows which set repetition i used: i % len(sets)
-        self._kept.clear()
+        if first:
+            self._next = 0  # the judge knows which set repetition i used: i % len(sets)
+            self._keeper.clear()
         return {"windows": self.timer.windows(self._call, self._prepared, self._setup, int(n))}
 
     def settle(self, n: int) -> dict[str, Any]:
         return {"settled": self.timer.settled(self._call, self._setup, int(n))}
 
+    def reused(self) -> int:
+        """How many of the kept results live in the memory of another kept
+        result (not an input's): each is a result handed back twice."""
+        inputs = self._input_storages()
+        seen: set[int] = set()
+        again = 0
+        for _, out in self._keeper.kept:
+            ptrs = {t.untyped_storage().data_ptr() for _, t in strided_tensors(torch, out, "out")
+                    if t.untyped_storage().nbytes()} - inputs
+            again += bool(ptrs & seen)
+            seen |= ptrs
+        return again
+
+    def _input_storages(self) -> set[int]:
+        return {t.untyped_storage().data_ptr() for t in self._targets if t.untyped_storage().nbytes()}
+
     def outputs(self) -> tuple[list[int], list[Any]]:
-        """(value set of each kept result, the results), the results that live
-        in the working inputs' memory dropped except the last one's."""
-        inputs = {t.untyped_storage().data_ptr() for t in self._targets if t.untyped_storage().nbytes()}
-        kept = list(self._kept)
+        """(value set of each kept result, the results) of the last
+        KEPT_RESULTS repetitions, the results that live in the working
+        inputs' memory dropped except the last one's."""
+        inputs = self._input_storages()
+        kept = list(self._keeper.kept)[-KEPT_RESULTS:]
         slots, values = [], []
         for i, (slot, out) in enumerate(kept):
             if i < len(kept) - 1 and _touches(out, inputs):

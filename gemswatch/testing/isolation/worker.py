@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import errno
 import os
+import weakref
+from collections import deque
 import socket
 import sys
 import traceback
@@ -31,9 +33,10 @@ import torch
 
 from ...override.errors import OverrideError
 from ...override.loading import LoadedFile, _load_module
+from ..integrity._values import strided_tensors
 from . import transport
 from .sandbox import restrict
-from .timed import TimedCase
+from .timed import TimedCase, poison_
 
 __all__ = ["SANDBOX_ENV", "serve", "main"]
 
@@ -105,6 +108,7 @@ class _Worker:
         self.sock = sock
         self.files: dict[str, LoadedFile] = {}
         self.timed: TimedCase | None = None
+        self.results = _Returned()
 
     def answer(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         op = header.get("op")
@@ -148,13 +152,13 @@ class _Worker:
             if op == "time-start":
                 reply = case.start()
             elif op == "time-reps":
-                reply = case.reps(int(header["n"]))
+                reply = case.reps(int(header["n"]), bool(header.get("first")))
             elif op == "time-settle":
                 reply = case.settle(int(header["n"]))
             else:
                 slots, values = case.outputs()
                 values, subclasses = _plain_outputs(values)
-                packed = transport.pack(values, ok=True, slots=slots, subclasses=subclasses,
+                packed = transport.pack(values, ok=True, slots=slots, subclasses=subclasses, reused=case.reused(),
                                         modes=_both(before, _modes()))
                 return packed.header, packed
         except BaseException as e:  # the candidate's failure is the judge's to judge
@@ -174,12 +178,40 @@ class _Worker:
         modes = _both(before, _modes())
         _write_back(inputs)
         out, subclasses = _plain_outputs(out)
+        spare = {t.untyped_storage().data_ptr() for t in inputs.tensors}
+        reused = self.results.returned_again(out, spare)
         try:
-            packed = transport.pack(out, aliases=inputs.tensors, ok=True, modes=modes, subclasses=subclasses)
+            packed = transport.pack(out, aliases=inputs.tensors, ok=True, modes=modes, subclasses=subclasses,
+                                    reused=reused)
         except transport.TransportError as e:
             return {**_error(e), "modes": modes}, None
+        # Its bytes are on their way: the memory it leaves must not hold a
+        # right answer for the next call to find (see .timed.poison_).
+        poison_(out, spare)
+        self.results.remember(out, spare)
         inputs.close()
         return packed.header, packed
+
+
+class _Returned:
+    """The storages of the results answered so far that are still alive:
+    the candidate kept them. One returned again is a result kept from an
+    earlier call (its values were poisoned when it was answered)."""
+
+    def __init__(self, size: int = 64):
+        self.refs: deque[weakref.ref] = deque(maxlen=size)
+
+    def _storages(self, value: Any, spare: set[int]) -> list[Any]:
+        return [t.untyped_storage() for _, t in strided_tensors(torch, value, "out")
+                if t.untyped_storage().nbytes() and t.untyped_storage().data_ptr() not in spare]
+
+    def returned_again(self, value: Any, spare: set[int]) -> int:
+        alive = {id(s) for s in (r() for r in self.refs) if s is not None}
+        return sum(id(s) in alive for s in self._storages(value, spare))
+
+    def remember(self, value: Any, spare: set[int]) -> None:
+        for s in self._storages(value, spare):
+            self.refs.append(weakref.ref(s))
 
 
 def _write_back(inputs: transport.Packed) -> None:

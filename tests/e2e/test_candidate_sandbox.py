@@ -1,0 +1,88 @@
+"""The candidate worker's sandbox (Landlock), tried in a forked child: what
+a candidate may and may not do once it is in place."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from gemswatch.testing.isolation.sandbox import WRITABLE_ENV, landlock_abi, restrict
+
+pytestmark = pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
+
+
+def in_sandbox(project: Path, tries: dict, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Fork, sandbox the child with ``project`` protected, run each try there;
+    what each did ('ok' or the error's type)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.environ.update(env or {})
+            box = restrict([project])
+            out = {"active": str(box.active)}
+            for name, attempt in tries.items():
+                try:
+                    attempt()
+                    out[name] = "ok"
+                except OSError as e:
+                    out[name] = type(e).__name__
+            os.write(write, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def test_a_sandboxed_candidate_writes_only_its_scratch_folder(tmp_path):
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "config.yaml").write_text("candidates: {}\n")
+    (project / "tests" / "test_op.py").write_text("def test_op(): pass\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    got = in_sandbox(project, {
+        "config": lambda: (project / "config.yaml").write_text("hacked"),
+        "test": lambda: (project / "tests" / "test_op.py").unlink(),
+        "new file": lambda: (project / "conftest.py").write_text("x"),
+        "outside": lambda: (outside / "x").write_text("x"),
+        "scratch": lambda: Path(os.environ["TMPDIR"], "x").write_text("x"),
+        "devnull": lambda: open(os.devnull, "w").close(),
+        "judge memory": lambda: open(f"/proc/{os.getppid()}/mem", "rb").close(),
+        "signal judge": lambda: os.kill(os.getppid(), signal.SIGCONT),
+    })
+    assert got.pop("active") == "True"
+    assert got == {
+        "config": "PermissionError", "test": "PermissionError", "new file": "PermissionError",
+        "outside": "PermissionError", "scratch": "ok", "devnull": "ok", "judge memory": "PermissionError",
+        "signal judge": "PermissionError" if landlock_abi() >= 6 else "ok",
+    }
+    assert (project / "config.yaml").read_text() == "candidates: {}\n"
+    assert (project / "tests" / "test_op.py").exists()
+
+
+def test_the_stage_may_name_more_writable_folders(tmp_path):
+    project, logs = tmp_path / "project", tmp_path / "project" / "logs"
+    logs.mkdir(parents=True)
+    got = in_sandbox(project, {"logs": lambda: (logs / "x.txt").write_text("x"),
+                               "project": lambda: (project / "x.txt").write_text("x")},
+                     env={WRITABLE_ENV: str(logs)})
+    assert (got["logs"], got["project"]) == ("ok", "PermissionError")
+
+
+def test_a_cache_folder_that_holds_the_project_is_not_made_writable(tmp_path):
+    # A project inside ~/.cache (say) must not become writable with it.
+    cache = tmp_path / "cache"
+    project = cache / "project"
+    project.mkdir(parents=True)
+    got = in_sandbox(project, {"project": lambda: (project / "x").write_text("x")},
+                     env={"XDG_CACHE_HOME": str(cache)})
+    assert got["project"] == "PermissionError"

@@ -1,0 +1,51 @@
+"""The judge's checks of what a candidate's worker reports about its timed
+repetitions, with figures made up (no worker, no timer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemswatch.gems.ops._timing import Measurement
+from gemswatch.testing.integrity import IntegrityError
+from gemswatch.testing.isolation.remote_timing import (
+    OVERHEAD_FACTOR,
+    OVERHEAD_SLACK_MS,
+    REQUEST_SLACK_MS,
+    WALL_SLACK,
+    check_reported_time,
+)
+
+
+def test_windows_that_account_for_the_wall_time_pass():
+    # 100 repetitions of 1 ms, 0.1 ms of setup and flush around each.
+    check_reported_time("softmax", [1.0] * 100, wall_ms=110.0, overhead_ms=0.1, spin_ms=0.0)
+
+
+def test_windows_may_not_fall_short_of_the_wall_time_by_more_than_the_allowance():
+    n, overhead, spin = 100, 0.1, 0.02
+    fixed = n * (OVERHEAD_FACTOR * overhead + spin + OVERHEAD_SLACK_MS) + REQUEST_SLACK_MS
+    wall = (100.0 + fixed) / (1 - WALL_SLACK)  # 100 ms of windows plus all that may pass outside them
+    check_reported_time("softmax", [1.0] * n, wall_ms=wall, overhead_ms=overhead, spin_ms=spin)  # just within
+    with pytest.raises(IntegrityError, match=r"integrity check 'timer' failed: the candidate's 100 timed repetitions "
+                                             r"of softmax reported 99.9 ms in all, but the judge's clock saw"):
+        check_reported_time("softmax", [0.999] * n, wall_ms=wall + 0.01, overhead_ms=overhead, spin_ms=spin)
+
+
+def test_a_thousandfold_slower_clock_is_caught():
+    # The worker's clock runs at a thousandth: 2 ms of work reports 2 us.
+    with pytest.raises(IntegrityError, match="'timer'"):
+        check_reported_time("softmax", [0.002] * 50, wall_ms=50 * 2.1, overhead_ms=0.05, spin_ms=0.0)
+    # A fifth under-reported hides in the slack for a loaded machine: that is the bound.
+    check_reported_time("softmax", [1.6] * 50, wall_ms=50 * 2.0, overhead_ms=0.0, spin_ms=0.0)
+
+
+@pytest.mark.parametrize("windows", [[], [1.0, -0.5], [1.0, float("nan")], [1.0, float("inf")], [1.0, "1"]])
+def test_impossible_reports_are_rejected(windows):
+    with pytest.raises(IntegrityError, match="'timer'"):
+        check_reported_time("softmax", windows, wall_ms=10.0, overhead_ms=0.1, spin_ms=0.0)
+
+
+def test_the_overhead_of_a_measurement_is_what_its_wall_time_holds_beyond_windows_and_spin():
+    m = Measurement(latency=1.0, windows=(1.0, 1.0, 1.0, 1.0), wall_ms=4.0 + 4 * 0.3, spin_ms=0.1)
+    assert m.overhead_ms == pytest.approx(0.2)
+    assert Measurement(1.0, (1.0,), wall_ms=0.5).overhead_ms == 0.0  # a clock hiccup never goes negative
