@@ -85,7 +85,8 @@ class Timer:
         self.warmup_ms = warmup_ms
         self.iter_ms = iter_ms
 
-    def prepare(self, fn: Callable[[], Any], setup: Setup = None) -> Prepared:
+    def prepare(self, fn: Callable[[], Any], setup: Setup = None, warmup_ms: float | None = None) -> Prepared:
+        """Make ``fn`` ready: warm it up for ``warmup_ms`` (default: the timer's)."""
         raise NotImplementedError
 
     def reps_for(self, round_ms: float) -> int:
@@ -111,9 +112,9 @@ class Timer:
     def _rep(self, fn: Callable[[], Any], spin_cycles: int, setup: Setup = None) -> float:
         raise NotImplementedError
 
-    def measure(self, fn: Callable[[], Any], setup: Setup = None) -> Measurement:
+    def measure(self, fn: Callable[[], Any], setup: Setup = None, warmup_ms: float | None = None) -> Measurement:
         """Time ``fn`` alone, keeping the wall time of its timed repetitions."""
-        prepared = self.prepare(fn, setup)
+        prepared = self.prepare(fn, setup, warmup_ms)
         reps = self.reps_for(prepared.round_ms)
         t0 = time.perf_counter()
         windows = self.windows(fn, prepared, setup, reps)
@@ -269,19 +270,21 @@ class CudaEventTimer(Timer):
     def _spin_ms(self, cycles: int) -> float:
         return cycles / self.cycles_per_ms if self.cycles_per_ms else 0.0
 
-    def _warm(self, fns: Sequence[Callable[[], Any]], spins: Sequence[int], befores: Sequence[Setup]) -> float:
+    def _warm(self, fns: Sequence[Callable[[], Any]], spins: Sequence[int], befores: Sequence[Setup],
+              warmup_ms: float | None = None) -> float:
         """Warm up for warmup_ms of wall time (at least two rounds); the wall
         time of one round."""
+        budget = self.warmup_ms if warmup_ms is None else warmup_ms
         t0, rounds = time.perf_counter(), 0
-        while rounds < 2 or (time.perf_counter() - t0) * 1e3 < self.warmup_ms:
+        while rounds < 2 or (time.perf_counter() - t0) * 1e3 < budget:
             for fn, spin, setup in zip(fns, spins, befores):
                 self._rep(fn, spin, setup)
             rounds += 1
         return (time.perf_counter() - t0) * 1e3 / rounds
 
-    def prepare(self, fn: Callable[[], Any], setup: Setup = None) -> Prepared:
+    def prepare(self, fn: Callable[[], Any], setup: Setup = None, warmup_ms: float | None = None) -> Prepared:
         spin = self._spin_cycles(self._host_ms(fn, setup))
-        return Prepared(spin, self._spin_ms(spin), self._warm([fn], [spin], [setup]))
+        return Prepared(spin, self._spin_ms(spin), self._warm([fn], [spin], [setup], warmup_ms))
 
     def settled(self, fn: Callable[[], Any], setup: Setup, reps: int) -> float | None:
         # The least: hidden work shows in every repetition, a host hiccup

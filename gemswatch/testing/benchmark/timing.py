@@ -101,7 +101,9 @@ class WallClockTimer(Timer):
     name = "wall_clock(median)"
     min_reps = 1
 
-    def prepare(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> Prepared:
+    def prepare(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None,
+                warmup_ms: float | None = None) -> Prepared:
+        budget = self.warmup_ms if warmup_ms is None else warmup_ms
         clock = time.perf_counter
         before = setup or (lambda: None)
         synchronize(self.device)
@@ -111,11 +113,11 @@ class WallClockTimer(Timer):
             before()
             fn()
             n += 1
-            if (clock() - start) * 1e3 >= self.warmup_ms:
+            if (clock() - start) * 1e3 >= budget:
                 break
         synchronize(self.device)
         estimate_ms = max((clock() - start) * 1e3 / n, 1e-6)
-        for _ in range(min(self.max_reps, max(0, int(self.warmup_ms / estimate_ms) - n))):
+        for _ in range(min(self.max_reps, max(0, int(budget / estimate_ms) - n))):
             before()
             fn()
         return Prepared(round_ms=estimate_ms)

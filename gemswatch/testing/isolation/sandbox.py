@@ -5,7 +5,7 @@ rights that no candidate code can take back (Linux Landlock, unprivileged
 and irreversible, inherited by every process the candidate starts):
 
 - **writes** anywhere but a scratch folder of its own (its ``TMPDIR``),
-  ``/dev``, the compiler caches (Triton's, CUDA's, ``~/.cache``) and the
+  ``/dev``, its own ``/proc/<pid>``, the compiler caches (Triton's, CUDA's, ``~/.cache``) and the
   folders the stage's environment names in ``GEMSWATCH_CANDIDATE_WRITABLE``: the
   project's tests, benchmarks, conftests and config.yaml, the installed
   judge (gemswatch, torch, pytest) and the stage's reports cannot be
@@ -99,7 +99,10 @@ def writable_places(scratch: Path, env: dict[str, str] | None = None) -> list[Pa
     could not create them later)."""
     env = dict(os.environ) if env is None else env
     home = Path(env.get("HOME") or Path.home())
-    places = [scratch, Path("/dev")]
+    # The CUDA driver writes into its own process's /proc entries when it
+    # starts (without them: "cudaGetDeviceCount ... Error 304"); another
+    # process's entries stay out of reach (ptrace rules, below).
+    places = [scratch, Path("/dev"), Path(f"/proc/{os.getpid()}")]
     # The stage's own setting (config.yaml's env:), read before any candidate runs.
     places += [Path(p) for p in env.get(WRITABLE_ENV, "").split(os.pathsep) if p]
     for var, default in (

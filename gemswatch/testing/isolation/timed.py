@@ -60,8 +60,10 @@ def poison_(value: Any, spare: set[int]) -> None:
 
 class ResultKeeper:
     """Keeps the results of the last calls alive and poisons each one it lets
-    go (:func:`poison_`). The judge times its baseline through one too, so
-    the two loops it compares do the same work outside the timed windows."""
+    go (:func:`poison_`), in :meth:`let_go`, which the repetition's setup
+    calls, outside the timed window. The judge times its baseline through
+    one too, so the two loops it compares do the same work outside their
+    windows."""
 
     def __init__(self, spare: Callable[[], set[int]], size: int = 2 * KEPT_RESULTS):
         self.spare = spare
@@ -70,11 +72,14 @@ class ResultKeeper:
 
     def keep(self, slot: int, out: Any) -> Any:
         self.kept.append((slot, out))
-        if len(self.kept) > self.size:
+        return out
+
+    def let_go(self) -> None:
+        """Poison and drop the results beyond the last ``size``."""
+        while len(self.kept) > self.size:
             _, old = self.kept.popleft()
             if not any(old is o for _, o in self.kept):
                 poison_(old, self.spare())
-        return out
 
     def clear(self) -> None:
         self.kept.clear()
@@ -90,6 +95,7 @@ class TimedCase:
         self.sets = sets
         self.args, self.kwargs = clone_inputs(*sets[0])
         self.timer = make_timer(str(timer["device"]), float(timer["warmup_ms"]), float(timer["iter_ms"]))
+        self.warmup_ms = float(timer["warmup_ms"])
         self._targets = [t for _, t in strided_tensors(torch, (self.args, self.kwargs), "inputs")]
         self._sources = [[t for _, t in strided_tensors(torch, values, "inputs")] for values in sets]
         self._next = 0  # the value set the next setup copies in
@@ -97,6 +103,7 @@ class TimedCase:
         self._prepared: Prepared | None = None
 
     def _setup(self) -> None:
+        self._keeper.let_go()
         with torch.no_grad():
             for dst, src in zip(self._targets, self._sources[self._next % len(self._sources)]):
                 dst.copy_(src)
@@ -106,7 +113,7 @@ class TimedCase:
         return self._keeper.keep((self._next - 1) % len(self.sets), self.func(*self.args, **self.kwargs))
 
     def start(self) -> dict[str, Any]:
-        self._prepared = self.timer.prepare(self._call, self._setup)
+        self._prepared = self.timer.prepare(self._call, self._setup, self.warmup_ms)
         p = self._prepared
         return {"spin_ms": p.spin_ms, "round_ms": p.round_ms}
 
