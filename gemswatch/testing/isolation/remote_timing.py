@@ -163,7 +163,13 @@ class RemoteTiming:
     def settle(self, n: int) -> float | None:
         reply, _ = self._ask({"op": "time-settle", "n": int(n)})
         value = reply.get("settled")
-        return None if value is None else _number(value)
+        if value is None:
+            return None
+        # Less the idle device's figure, an honest bound may come out a few
+        # microseconds below zero; only a larger one can change the latency.
+        if not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+            raise IntegrityError("timer", f"the candidate's worker reported an impossible figure ({value!r})")
+        return max(float(value), 0.0)
 
 
 def _number(value: Any) -> float:

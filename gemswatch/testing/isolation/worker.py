@@ -25,6 +25,7 @@ import weakref
 from collections import deque
 import socket
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,21 @@ class _Returned:
             self.refs.append(weakref.ref(s))
 
 
+def _start_device() -> None:
+    """Create this process's CUDA context in the background (about a second),
+    while the candidate loads and the judge builds its first inputs."""
+    if not torch.cuda.is_available():
+        return
+
+    def start() -> None:
+        try:
+            torch.empty(1, device="cuda")
+        except Exception:  # noqa: BLE001 - the first call reports it properly
+            pass
+
+    threading.Thread(target=start, name="gemswatch-cuda-start", daemon=True).start()
+
+
 def _write_back(inputs: transport.Packed) -> None:
     """Copy device inputs back into the shared file, so the judge sees what
     the candidate wrote (CPU inputs live in the file already)."""
@@ -232,6 +248,7 @@ def serve(sock: socket.socket, scratch: Path | None = None, protected: tuple[Pat
     if os.environ.get(SANDBOX_ENV) != "off":
         box = restrict(list(protected) + [Path.cwd()], scratch)
         print(f"gemswatch: {box.describe()}", file=sys.stderr, flush=True)
+    _start_device()
     worker = _Worker(sock)
     while True:
         try:
