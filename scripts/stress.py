@@ -89,7 +89,7 @@ grace: 1
 warm: true
 preload: [pytest]
 timeouts: {{preflight: 120, correctness: 120}}
-env: {{STRESS_TRACE: {trace}, STRESS_PIDS: {pids}}}
+env: {{STRESS_TRACE: {trace}, STRESS_PIDS: {pids}, GEMSWATCH_CANDIDATE_WRITABLE: "{writable}"}}
 candidates:
   "s*.py": {{softmax: my_softmax}}
 operators:
@@ -110,7 +110,9 @@ def build_project(root: Path, n_files: int, jobs: int) -> Path:
     (root / "pids").mkdir()
     for i in range(n_files):
         (root / "cands" / f"s{i}.py").write_text(candidate(f"s{i}", 0, 0.05))
-    (root / "config.yaml").write_text(CONFIG.format(jobs=jobs, trace=root / "trace.txt", pids=root / "pids"))
+    (root / "trace").mkdir()
+    (root / "config.yaml").write_text(CONFIG.format(jobs=jobs, trace=root / "trace" / "trace.txt", pids=root / "pids",
+                                                    writable=f"{root / 'trace'}{os.pathsep}{root / 'pids'}"))
     return root
 
 
@@ -368,7 +370,7 @@ def storm(project: Path, saves: int, seconds: float, seed: int, cold: bool = Fal
     )
     fig["stages"] = len([e for e in events if e["event"] == "stage_finished"])
     fig["warm_stages"] = len([e for e in events if e["event"] == "stage_finished" and e.get("warm")])
-    fig["overlaps"] = stream_overlaps(events) + trace_overlaps(project / "trace.txt")
+    fig["overlaps"] = stream_overlaps(events) + trace_overlaps(project / "trace" / "trace.txt")
     fig["notes"] = [n for n in w.notes if "error" in n.lower() or "traceback" in n.lower()]
     return fig
 

@@ -106,6 +106,8 @@ def run_stage(proj: Path, name: str, stage: str, warm: WarmStarter | None, tag: 
 
 _TIMES = re.compile(r"\d+(\.\d+)?s\b|\d+\.\d+")
 _THREAD = re.compile(r"thread 0x[0-9a-f]+")
+# The sandbox line names the worker's scratch folder and pid, new every stage.
+_SANDBOX = re.compile(r"gemswatch-candidate-\w+|/proc/\d+")
 # A crash dump (faulthandler) lists the whole stack; below pytest's frames a
 # warm stage has the pool's (its only known difference from a cold one).
 _BOTTOM_FRAMES = re.compile(r'^  File "(<frozen runpy>|<string>|[^"]*gemswatch/warmpool/server\.py)", line \d+ in \S+\n', re.M)
@@ -113,7 +115,7 @@ _BOTTOM_FRAMES = re.compile(r'^  File "(<frozen runpy>|<string>|[^"]*gemswatch/w
 
 def scrub(text: str, run_dir: Path, tag: str) -> str:
     text = text.replace(str(run_dir), "RUN").replace(run_dir.name, "RUN").replace(f"{tag}-", "TAG-")
-    text = _BOTTOM_FRAMES.sub("", _THREAD.sub("thread X", text))
+    text = _BOTTOM_FRAMES.sub("", _THREAD.sub("thread X", _SANDBOX.sub("X", text)))
     return _TIMES.sub("T", text)
 
 

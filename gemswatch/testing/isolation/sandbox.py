@@ -103,8 +103,6 @@ def writable_places(scratch: Path, env: dict[str, str] | None = None) -> list[Pa
     # starts (without them: "cudaGetDeviceCount ... Error 304"); another
     # process's entries stay out of reach (ptrace rules, below).
     places = [scratch, Path("/dev"), Path(f"/proc/{os.getpid()}")]
-    # The stage's own setting (config.yaml's env:), read before any candidate runs.
-    places += [Path(p) for p in env.get(WRITABLE_ENV, "").split(os.pathsep) if p]
     for var, default in (
         ("TRITON_CACHE_DIR", home / ".triton"),
         ("XDG_CACHE_HOME", home / ".cache"),
@@ -115,12 +113,16 @@ def writable_places(scratch: Path, env: dict[str, str] | None = None) -> list[Pa
         path = Path(value) if value else default
         if path is not None:
             places.append(path)
-    found = []
-    for p in places:
+    for p in places[3:]:
         try:
             p.mkdir(parents=True, exist_ok=True)
         except OSError:
             pass
+    # The stage's own setting (config.yaml's env:), read before any candidate
+    # runs; files or folders that exist now.
+    places += [Path(p) for p in env.get(WRITABLE_ENV, "").split(os.pathsep) if p]
+    found = []
+    for p in places:
         if p.exists() and p not in found:
             found.append(p)
     return found
