@@ -84,3 +84,35 @@ def test_a_malformed_answer_is_refused(edit, message):
 def test_what_cannot_cross_is_named():
     with pytest.raises(transport.TransportError, match="a builtins.object cannot be passed"):
         transport.pack((object(),))
+
+
+def test_an_arena_carries_message_after_message_in_one_memory_file():
+    arena, mappings = transport.Arena(), transport.Mappings()
+    seen_files, seen_maps = set(), set()
+    for i in range(3):
+        x = torch.full((4, 8), float(i))
+        packed = transport.pack(((x,), {}), arena=arena, op="call")
+        st = os.fstat(packed.fd)
+        seen_files.add((st.st_ino, st.st_size))
+        (args, _), received = transport.unpack(packed.header, os.dup(packed.fd), own=True, mappings=mappings)
+        assert torch.equal(args[0], x)
+        seen_maps.add(id(mappings.map))
+        received.close()
+        packed.close()  # leaves the arena's file open for the next message
+        assert arena.fd is not None
+    assert len(seen_files) == 1 and len(seen_maps) == 1
+
+
+def test_an_arena_grows_for_a_message_larger_than_it_and_the_receiver_maps_the_new_file():
+    arena, mappings = transport.Arena(), transport.Mappings()
+    small = transport.pack(torch.zeros(8), arena=arena)
+    first = os.fstat(small.fd).st_ino
+    transport.unpack(small.header, os.dup(small.fd), own=True, mappings=mappings)[1].close()
+    big = torch.arange(1 << 19, dtype=torch.float64)  # 4 MiB: more than the first file holds
+    packed = transport.pack(big, arena=arena)
+    assert os.fstat(packed.fd).st_ino != first and arena.size >= big.numel() * 8
+    out, received = transport.unpack(packed.header, os.dup(packed.fd), own=True, mappings=mappings)
+    assert torch.equal(out, big)
+    received.close()
+    arena.close()
+    assert torch.equal(out, big)  # an owned copy outlives the arena

@@ -97,6 +97,11 @@ class CandidateWorker:
 
     def __init__(self, output_fds: tuple[int, int] = (1, 2), protected: tuple[Path, ...] = ()):
         self._lock = threading.Lock()
+        # One call at a time, from packing its arguments to reading its
+        # result: the arena holds one message (see transport.Arena).
+        self.call_lock = threading.RLock()
+        self.arena = transport.Arena()  # what the judge sends
+        self.mappings = transport.Mappings()  # what the worker sends
         # The worker's scratch folder: the one place of its own it may write (see .sandbox).
         self.scratch = Path(tempfile.mkdtemp(prefix="gemswatch-candidate-"))
         self.protected = tuple(protected)
@@ -191,6 +196,7 @@ class CandidateWorker:
 
     def _forget_scratch(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+        self.arena.close()
 
 
 def _native_threads() -> bool:
@@ -270,8 +276,14 @@ class RemoteCandidate:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
+        with self.worker.call_lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        __tracebackhide__ = True
         try:
-            packed = transport.pack((args, kwargs), op="call", file=str(self.path), name=self.__name__)
+            packed = transport.pack((args, kwargs), arena=self.worker.arena, op="call", file=str(self.path),
+                                    name=self.__name__)
         except transport.TransportError as e:
             raise TypeError(str(e)) from None
         try:
@@ -304,7 +316,8 @@ class RemoteCandidate:
                 done.add(meta["at"])
         if "error" in reply:
             raise _reraise(reply["error"], self.__name__)
-        value, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True, aliases=sent.tensors)
+        value, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True, aliases=sent.tensors,
+                                           mappings=self.worker.mappings)
         received.close()
         if reply.get("reused"):
             raise IntegrityError(

@@ -106,15 +106,16 @@ class RemoteTiming:
         return reply, reply_fd
 
     def start(self) -> None:
-        try:
-            packed = transport.pack(self.sets, op="time-start", file=str(self.candidate.path), name=self.name,
-                                    timer=self.timer)
-        except transport.TransportError as e:
-            raise TypeError(str(e)) from None
-        try:
-            reply, _ = self._ask(packed.header, packed.fd)
-        finally:
-            packed.close()
+        with self.worker.call_lock:
+            try:
+                packed = transport.pack(self.sets, arena=self.worker.arena, op="time-start",
+                                        file=str(self.candidate.path), name=self.name, timer=self.timer)
+            except transport.TransportError as e:
+                raise TypeError(str(e)) from None
+            try:
+                reply, _ = self._ask(packed.header, packed.fd)
+            finally:
+                packed.close()
         # The spin is the worker's word, and it widens the allowance: it is
         # at most what the timer would choose for the candidate's fastest
         # call as the judge timed it (a round trip: more than its host time).
@@ -134,13 +135,15 @@ class RemoteTiming:
         return windows, wall_ms
 
     def outputs(self) -> TimedOutputs:
-        reply, fd = self._ask({"op": "time-outputs"})
-        try:
-            values, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True)
-            received.close()
-        finally:
-            if fd is not None:
-                os.close(fd)
+        with self.worker.call_lock:
+            reply, fd = self._ask({"op": "time-outputs"})
+            try:
+                values, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True,
+                                                   mappings=self.worker.mappings)
+                received.close()
+            finally:
+                if fd is not None:
+                    os.close(fd)
         if reply.get("subclasses"):
             raise IntegrityError(
                 "output-type",

@@ -11,6 +11,12 @@ they fit the bytes). Whatever the sender was, what comes out is a plain
 A tensor travels with its *whole* storage, not only its view, so a write
 outside a sliced input is seen. CUDA tensors are staged through the memory
 file (a device-to-host copy on one side, host-to-device on the other).
+
+Each side may keep one memory file for everything it sends (an
+:class:`Arena`), and the other side keeps its mapping of it
+(:class:`Mappings`): a fresh memory file is faulted in page by page, which
+cost 0.2 to 0.5 s per 128 MiB tensor on a 2-core machine, against 0.02 s
+for one already in place.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["Packed", "TransportError", "pack", "unpack", "send", "receive", "storage_bytes", "MAX_HEADER"]
+__all__ = ["Arena", "Mappings", "Packed", "TransportError", "pack", "unpack", "send", "receive", "storage_bytes",
+           "MAX_HEADER"]
 
 MAX_HEADER = 1 << 20  # bytes of JSON one message may carry
 _ALIGN = 64
@@ -64,19 +71,71 @@ class Packed:
     regions: list[torch.Tensor] = field(default_factory=list)  # their storages' bytes in the file
     value: Any = None  # what was packed (the sender's side)
     _map: mmap.mmap | None = None
+    _owns_map: bool = True  # False: an arena's or a kept mapping, which outlives the message
+    _owns_fd: bool = True
 
     def close(self) -> None:
         """Release this side's mapping and descriptor (tensors built on it must be gone)."""
         self.regions = []
-        if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                pass  # a tensor still maps it: the memory goes when that tensor does
-            self._map = None
+        if self._map is not None and self._owns_map:
+            _close_map(self._map)
+        self._map = None
+        if self.fd is not None and self._owns_fd:
+            os.close(self.fd)
+        self.fd = None
+
+
+def _close_map(mapped: mmap.mmap) -> None:
+    try:
+        mapped.close()
+    except BufferError:
+        pass  # a tensor still maps it: the memory goes when that tensor does
+
+
+class Arena:
+    """The memory file one side sends its messages' tensors in, kept from one
+    message to the next (its pages stay in place) and grown when a message
+    needs more. One message at a time: a message's regions are valid until
+    the next one is packed."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.map: mmap.mmap | None = None
+        self.size = 0
+
+    def reserve(self, nbytes: int) -> tuple[int, mmap.mmap]:
+        if nbytes > self.size or self.fd is None:
+            self.close()
+            size = max(nbytes, 2 * self.size, 1 << 20)
+            size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+            fd = os.memfd_create("gemswatch-arena", os.MFD_CLOEXEC)
+            os.ftruncate(fd, size)
+            self.fd, self.map, self.size = fd, mmap.mmap(fd, size), size
+        return self.fd, self.map  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self.map is not None:
+            _close_map(self.map)
         if self.fd is not None:
             os.close(self.fd)
-            self.fd = None
+        self.fd, self.map, self.size = None, None, 0
+
+
+class Mappings:
+    """The receiver's mapping of the memory file its peer sends in, kept while
+    the peer sends the same file (same inode and size)."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int, int] | None = None
+        self.map: mmap.mmap | None = None
+
+    def of(self, fd: int) -> mmap.mmap:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, st.st_size)
+        if key != self.key or self.map is None:
+            # The old mapping goes when the last tensor built on it does.
+            self.map, self.key = mmap.mmap(fd, st.st_size), key
+        return self.map
 
 
 def _encode(value: Any, tensors: list[torch.Tensor]) -> Any:
@@ -112,11 +171,12 @@ def _storage_key(t: torch.Tensor) -> tuple[str, int]:
     return str(t.device), t.untyped_storage().data_ptr()
 
 
-def pack(value: Any, *, aliases: list[torch.Tensor] = (), **fields: Any) -> Packed:
+def pack(value: Any, *, aliases: list[torch.Tensor] = (), arena: Arena | None = None, **fields: Any) -> Packed:
     """Encode ``value`` (with ``fields`` in the header); tensors' storages are
-    copied into one fresh memory file, each storage once. A tensor that lives
-    in the storage of one of ``aliases`` (the request's tensors, on the
-    answering side) is sent as a view of it, without bytes."""
+    copied into one memory file (``arena``'s, else a fresh one), each storage
+    once. A tensor that lives in the storage of one of ``aliases`` (the
+    request's tensors, on the answering side) is sent as a view of it,
+    without bytes."""
     tensors: list[torch.Tensor] = []
     tree = _encode(value, tensors)
     alias_of = {_storage_key(a): j for j, a in enumerate(aliases) if a.untyped_storage().nbytes()}
@@ -139,7 +199,10 @@ def pack(value: Any, *, aliases: list[torch.Tensor] = (), **fields: Any) -> Pack
             at += -(-nbytes // _ALIGN) * _ALIGN
         metas.append({**meta, "at": placed[key][0], "nbytes": placed[key][1]})
     packed = Packed({**fields, "value": tree, "tensors": metas}, tensors=tensors, value=value)
-    if at:
+    if at and arena is not None:
+        packed.fd, packed._map = arena.reserve(at)
+        packed._owns_fd = packed._owns_map = False
+    elif at:
         packed.fd = os.memfd_create("gemswatch-tensors", os.MFD_CLOEXEC)
         os.ftruncate(packed.fd, at)
         packed._map = mmap.mmap(packed.fd, at)
@@ -240,13 +303,16 @@ def _decode(node: Any, tensors: list[torch.Tensor]) -> Any:
     raise TransportError(f"malformed value (tag {tag!r})")
 
 
-def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[torch.Tensor] = ()) -> tuple[Any, Packed]:
+def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[torch.Tensor] = (),
+           mappings: Mappings | None = None) -> tuple[Any, Packed]:
     """Rebuild the value of a received message.
 
     With ``own`` the tensors get memory of their own (the sender can no
     longer touch them); without, CPU tensors share the memory file with the
     sender (so what the receiver writes, the sender sees). A tensor described
-    as an alias is a view of the matching tensor of ``aliases``. Returns the value
+    as an alias is a view of the matching tensor of ``aliases``. With
+    ``mappings`` the memory file is mapped through it (kept for the next
+    message). The Packed owns ``fd`` either way. Returns the value
     and the :class:`Packed` view of the file (its ``tensors`` as rebuilt, and
     ``regions``: each tensor's storage bytes as they are in the file).
     """
@@ -268,7 +334,10 @@ def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[t
             raise TransportError("malformed message: tensors without their memory file")
         if os.fstat(fd).st_size < total:
             raise TransportError("malformed message: the memory file is smaller than its tensors")
-        packed._map = mmap.mmap(fd, os.fstat(fd).st_size)
+        if mappings is not None:
+            packed._map, packed._owns_map = mappings.of(fd), False
+        else:
+            packed._map = mmap.mmap(fd, os.fstat(fd).st_size)
     tensors, storages = [], {}
     for meta in metas:
         region = _region(packed._map, {"at": int(meta["at"]), "nbytes": int(meta["nbytes"])})

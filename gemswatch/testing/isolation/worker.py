@@ -110,6 +110,8 @@ class _Worker:
         self.files: dict[str, LoadedFile] = {}
         self.timed: TimedCase | None = None
         self.results = _Returned()
+        self.arena = transport.Arena()  # what the worker answers
+        self.mappings = transport.Mappings()  # what the judge sends
 
     def answer(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         op = header.get("op")
@@ -141,7 +143,9 @@ class _Worker:
         if op == "time-start":
             loaded = self.files[str(header.get("file"))]
             func = loaded.function(str(header.get("name")))
-            sets, received = transport.unpack(header, fd, own=True)
+            # A copy of the descriptor: the one received is closed by serve().
+            sets, received = transport.unpack(header, None if fd is None else os.dup(fd), own=True,
+                                              mappings=self.mappings)
             received.close()
             self.timed = None  # the previous case's inputs go first
             self.timed = TimedCase(func, [(tuple(a), dict(k)) for a, k in sets], header["timer"])
@@ -159,7 +163,8 @@ class _Worker:
             else:
                 slots, values = case.outputs()
                 values, subclasses = _plain_outputs(values)
-                packed = transport.pack(values, ok=True, slots=slots, subclasses=subclasses, reused=case.reused(),
+                packed = transport.pack(values, arena=self.arena, ok=True, slots=slots, subclasses=subclasses,
+                                        reused=case.reused(),
                                         modes=_both(before, _modes()))
                 return packed.header, packed
         except BaseException as e:  # the candidate's failure is the judge's to judge
@@ -169,7 +174,7 @@ class _Worker:
     def call(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         loaded = self.files[str(header.get("file"))]
         func = loaded.function(str(header.get("name")))
-        (args, kwargs), inputs = transport.unpack(header, fd, own=False)
+        (args, kwargs), inputs = transport.unpack(header, fd, own=False, mappings=self.mappings)
         before = _modes()
         try:
             out = func(*args, **kwargs)
@@ -182,8 +187,8 @@ class _Worker:
         spare = {t.untyped_storage().data_ptr() for t in inputs.tensors}
         reused = self.results.returned_again(out, spare)
         try:
-            packed = transport.pack(out, aliases=inputs.tensors, ok=True, modes=modes, subclasses=subclasses,
-                                    reused=reused)
+            packed = transport.pack(out, aliases=inputs.tensors, arena=self.arena, ok=True, modes=modes,
+                                    subclasses=subclasses, reused=reused)
         except transport.TransportError as e:
             return {**_error(e), "modes": modes}, None
         # Its bytes are on their way: the memory it leaves must not hold a
