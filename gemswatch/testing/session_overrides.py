@@ -6,8 +6,9 @@ bad spec is a usage error, exit 4, with one line naming the problem), answers
 Whether an uncalled candidate fails the session is each plugin's decision,
 taken at sessionfinish so it reaches the exit code and the report.
 
-An isolated session (the correctness suite's default) loads file candidates
-in a worker process of their own (:mod:`.isolation`): this process, which
+An isolated session (the default of correctness, preflight and benchmark
+sessions; a profile runs in process) loads file candidates in a sandboxed
+worker process of their own (:mod:`.isolation`): this process, which
 judges them, never runs their code. ``--candidate-isolation off`` (or
 ``GEMSWATCH_CANDIDATE_ISOLATION=off`` in the stage's environment) loads them
 in this process instead.
@@ -86,7 +87,7 @@ class SessionOverrides:
                 "--candidate-isolation",
                 default="off" if os.environ.get(ISOLATION_ENV) == "off" else "worker",
                 choices=["worker", "off"],
-                help="where file candidates run in a correctness session: worker (a process of their own, "
+                help="where file candidates run: worker (a sandboxed process of their own, "
                 f"the default) or off (in the judging process; also {ISOLATION_ENV}=off)",
             )
         except ValueError:

@@ -51,7 +51,7 @@ from ...override.errors import OverrideError
 from ..integrity import IntegrityError
 from . import transport
 
-__all__ = ["CandidateCrashed", "CandidateWorker", "RemoteCandidate", "WorkerSource", "stage_output_fds"]
+__all__ = ["CandidateCrashed", "CandidateWorker", "RemoteCandidate", "WorkerSource", "check_results", "stage_output_fds"]
 
 # Built-in exceptions a candidate may raise through the boundary as themselves.
 _REraisable = {
@@ -319,19 +319,28 @@ class RemoteCandidate:
         value, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True, aliases=sent.tensors,
                                            mappings=self.worker.mappings)
         received.close()
-        if reply.get("reused"):
-            raise IntegrityError(
-                "cached-output",
-                f"the candidate {self.__name__} returned the memory of a result it had returned before; "
-                "every call must compute a new result in new memory",
-            )
-        if reply.get("subclasses"):
-            raise IntegrityError(
-                "output-type",
-                f"the candidate {self.__name__} returned a tensor subclass ({', '.join(map(str, reply['subclasses']))}); "
-                "return plain torch.Tensor results",
-            )
+        check_results(reply, self.__name__)
         return value
+
+
+def check_results(reply: dict[str, Any], name: str, timed: bool = False) -> None:
+    """What the worker says of the results it answered, judged: a tensor
+    subclass (``output-type``), or memory it had answered before
+    (``cached-output``; ``timed-output`` for a timed case's results)."""
+    __tracebackhide__ = True
+    if reply.get("subclasses"):
+        raise IntegrityError(
+            "output-type",
+            f"the candidate {name} returned a tensor subclass ({', '.join(map(str, reply['subclasses']))})"
+            f"{' when it was timed' if timed else ''}; return plain torch.Tensor results",
+        )
+    if reply.get("reused"):
+        raise IntegrityError(
+            "timed-output" if timed else "cached-output",
+            f"the candidate {name} returned the memory of a result it had returned before"
+            f"{' (' + str(reply['reused']) + ' of its last timed results)' if timed else ''}; "
+            "every call must compute a new result in new memory",
+        )
 
 
 def _reraise(error: Any, name: str) -> BaseException:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..integrity import IntegrityError
 from . import transport
-from .judge import RemoteCandidate, _reraise
+from .judge import RemoteCandidate, _reraise, check_results
 
 __all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "REQUEST_SLACK_MS", "WALL_SLACK", "RemoteTiming", "TimedOutputs",
            "check_reported_time"]
@@ -144,18 +144,7 @@ class RemoteTiming:
             finally:
                 if fd is not None:
                     os.close(fd)
-        if reply.get("subclasses"):
-            raise IntegrityError(
-                "output-type",
-                f"the candidate {self.name} returned a tensor subclass ({', '.join(map(str, reply['subclasses']))}) "
-                "when it was timed; return plain torch.Tensor results",
-            )
-        if reply.get("reused"):
-            raise IntegrityError(
-                "timed-output",
-                f"the candidate {self.name} returned the memory of an earlier timed call's result again "
-                f"({reply['reused']} of its last results): a result kept from an earlier call is not a new result",
-            )
+        check_results(reply, self.name, timed=True)
         slots = reply.get("slots")
         if not isinstance(values, list) or not isinstance(slots, list) or len(slots) != len(values) or not values:
             raise IntegrityError("timed-output", f"the candidate's worker returned no result of the timed calls of {self.name}")
