@@ -116,3 +116,16 @@ def test_an_arena_grows_for_a_message_larger_than_it_and_the_receiver_maps_the_n
     received.close()
     arena.close()
     assert torch.equal(out, big)  # an owned copy outlives the arena
+
+
+def test_a_memory_file_whose_size_could_change_is_refused():
+    # A peer that shrinks a file the receiver has mapped would crash the
+    # receiver's next read (SIGBUS): our files are sealed, others refused.
+    packed = transport.pack(torch.ones(4))
+    with pytest.raises(OSError):
+        os.ftruncate(packed.fd, 0)
+    loose = os.memfd_create("loose")
+    os.ftruncate(loose, os.fstat(packed.fd).st_size)
+    with pytest.raises(transport.TransportError, match="could change size"):
+        transport.unpack(packed.header, loose, own=True)
+    os.close(loose)

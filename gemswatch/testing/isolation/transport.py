@@ -21,6 +21,7 @@ for one already in place.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
 import os
@@ -85,6 +86,29 @@ class Packed:
         self.fd = None
 
 
+# A memory file's size is sealed once set: a peer that could shrink a file
+# the receiver has mapped would make the receiver's next read of it a
+# SIGBUS, killing the judge instead of failing the candidate.
+_SIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+def _sealed_file(name: str, size: int) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SIZE_SEALS)
+    return fd
+
+
+def _check_sealed(fd: int) -> None:
+    """TransportError unless ``fd`` is a memory file whose size cannot change."""
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError:
+        raise TransportError("malformed message: its tensors are not in a memory file") from None
+    if seals & (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) != fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW:
+        raise TransportError("malformed message: the memory file of its tensors could change size")
+
+
 def _close_map(mapped: mmap.mmap) -> None:
     try:
         mapped.close()
@@ -108,8 +132,7 @@ class Arena:
             self.close()
             size = max(nbytes, 2 * self.size, 1 << 20)
             size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
-            fd = os.memfd_create("gemswatch-arena", os.MFD_CLOEXEC)
-            os.ftruncate(fd, size)
+            fd = _sealed_file("gemswatch-arena", size)
             self.fd, self.map, self.size = fd, mmap.mmap(fd, size), size
         return self.fd, self.map  # type: ignore[return-value]
 
@@ -203,8 +226,7 @@ def pack(value: Any, *, aliases: list[torch.Tensor] = (), arena: Arena | None = 
         packed.fd, packed._map = arena.reserve(at)
         packed._owns_fd = packed._owns_map = False
     elif at:
-        packed.fd = os.memfd_create("gemswatch-tensors", os.MFD_CLOEXEC)
-        os.ftruncate(packed.fd, at)
+        packed.fd = _sealed_file("gemswatch-tensors", at)
         packed._map = mmap.mmap(packed.fd, at)
     written: set[int] = set()
     for t, meta in zip(tensors, metas):
@@ -332,6 +354,7 @@ def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[t
     if total:
         if fd is None:
             raise TransportError("malformed message: tensors without their memory file")
+        _check_sealed(fd)
         if os.fstat(fd).st_size < total:
             raise TransportError("malformed message: the memory file is smaller than its tensors")
         if mappings is not None:
