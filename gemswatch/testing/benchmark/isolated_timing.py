@@ -20,9 +20,8 @@ from typing import Any, Callable
 import torch
 
 from ..isolation.judge import RemoteCandidate
-from ..integrity._values import strided_tensors
 from ..isolation.remote_timing import RemoteTiming, check_reported_time
-from ..isolation.timed import ResultKeeper
+from ..isolation.timed import ResultKeeper, storages
 from .timed_checks import InputPool, check_timed_output
 from .timing import Timer, clone_inputs
 
@@ -42,7 +41,7 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
     """(baseline latency, candidate latency) in ms, the candidate's checked."""
     # The baseline's results are kept and let go as the worker does the
     # candidate's: the two loops do the same work outside their windows.
-    inputs = {t.untyped_storage().data_ptr() for t in _tensors((base_args, base_kwargs))}
+    inputs = storages((base_args, base_kwargs))
     keeper = ResultKeeper(lambda: inputs)
     refresh = pool.refresher(base_args, base_kwargs)
 
@@ -71,6 +70,3 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
     settled = timing.settle(timer.settle_reps(reps)) if device == "cuda" else None
     return measured.latency, timer.finish(windows, settled)
 
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    return [t for _, t in strided_tensors(torch, value, "inputs")]

@@ -31,7 +31,7 @@ import torch
 from ..benchmark.timing import Prepared, clone_inputs, make_timer
 from ..integrity._values import strided_tensors
 
-__all__ = ["KEPT_RESULTS", "ResultKeeper", "TimedCase", "poison_"]
+__all__ = ["KEPT_RESULTS", "ResultKeeper", "TimedCase", "own_tensors", "poison_", "storages"]
 
 # The judge checks the results of the last KEPT_RESULTS repetitions; twice
 # as many are kept alive, and while they are alive an honest kernel's
@@ -40,16 +40,27 @@ __all__ = ["KEPT_RESULTS", "ResultKeeper", "TimedCase", "poison_"]
 KEPT_RESULTS = 3
 
 
-def poison_(value: Any, spare: set[int]) -> None:
+def storages(value: Any) -> set[int]:
+    """The data pointers of the (non-empty) storages of the tensors in ``value``."""
+    return {t.untyped_storage().data_ptr() for _, t in strided_tensors(torch, value, "value")
+            if t.untyped_storage().nbytes()}
+
+
+def own_tensors(value: Any, spare: set[int]) -> list[torch.Tensor]:
+    """The tensors of a result that live in memory of their own: not empty,
+    not in a storage of ``spare`` (the inputs')."""
+    return [t for _, t in strided_tensors(torch, value, "out")
+            if t.untyped_storage().nbytes() and t.untyped_storage().data_ptr() not in spare]
+
+
+def poison_(tensors: list[torch.Tensor]) -> None:
     """Overwrite the tensors of a result about to be let go (NaN, or every bit
-    flipped), except those in a storage of ``spare`` (the inputs'): memory
-    handed back to the allocator never holds a right answer, so a kernel that
-    returns uninitialised memory cannot return a result left there by an
-    earlier call with the same values."""
+    flipped; :func:`own_tensors` picks them): memory handed back to the
+    allocator never holds a right answer, so a kernel that returns
+    uninitialised memory cannot return a result left there by an earlier
+    call with the same values."""
     with torch.no_grad():
-        for _, t in strided_tensors(torch, value, "out"):
-            if not t.untyped_storage().nbytes() or t.untyped_storage().data_ptr() in spare:
-                continue
+        for t in tensors:
             if t.is_floating_point() or t.is_complex():
                 t.fill_(float("nan"))
             elif t.dtype == torch.bool:
@@ -79,7 +90,7 @@ class ResultKeeper:
         while len(self.kept) > self.size:
             _, old = self.kept.popleft()
             if not any(old is o for _, o in self.kept):
-                poison_(old, self.spare())
+                poison_(own_tensors(old, self.spare()))
 
     def clear(self) -> None:
         self.kept.clear()
@@ -136,14 +147,13 @@ class TimedCase:
         seen: set[int] = set()
         again = 0
         for _, out in self._keeper.kept:
-            ptrs = {t.untyped_storage().data_ptr() for _, t in strided_tensors(torch, out, "out")
-                    if t.untyped_storage().nbytes()} - inputs
+            ptrs = storages(out) - inputs
             again += bool(ptrs & seen)
             seen |= ptrs
         return again
 
     def _input_storages(self) -> set[int]:
-        return {t.untyped_storage().data_ptr() for t in self._targets if t.untyped_storage().nbytes()}
+        return storages(self._targets)
 
     def outputs(self) -> tuple[list[int], list[Any]]:
         """(value set of each kept result, the results) of the last
@@ -153,12 +163,9 @@ class TimedCase:
         kept = list(self._keeper.kept)[-KEPT_RESULTS:]
         slots, values = [], []
         for i, (slot, out) in enumerate(kept):
-            if i < len(kept) - 1 and _touches(out, inputs):
+            if i < len(kept) - 1 and storages(out) & inputs:
                 continue
             slots.append(slot)
             values.append(out)
         return slots, values
 
-
-def _touches(value: Any, storages: set[int]) -> bool:
-    return any(t.untyped_storage().data_ptr() in storages for _, t in strided_tensors(torch, value, "out"))

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import errno
 import os
-import weakref
-from collections import deque
 import socket
 import sys
 import threading
 import traceback
+import weakref
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,9 @@ import torch
 
 from ...override.errors import OverrideError
 from ...override.loading import LoadedFile, _load_module
-from ..integrity._values import strided_tensors
 from . import transport
 from .sandbox import restrict
-from .timed import TimedCase, poison_
+from .timed import TimedCase, own_tensors, poison_, storages
 
 __all__ = ["SANDBOX_ENV", "serve", "main"]
 
@@ -184,8 +183,8 @@ class _Worker:
         modes = _both(before, _modes())
         _write_back(inputs)
         out, subclasses = _plain_outputs(out)
-        spare = {t.untyped_storage().data_ptr() for t in inputs.tensors}
-        reused = self.results.returned_again(out, spare)
+        mine = own_tensors(out, storages(inputs.tensors))  # the result's memory, not the inputs'
+        reused = self.results.returned_again(mine)
         try:
             packed = transport.pack(out, aliases=inputs.tensors, arena=self.arena, ok=True, modes=modes,
                                     subclasses=subclasses, reused=reused)
@@ -193,8 +192,8 @@ class _Worker:
             return {**_error(e), "modes": modes}, None
         # Its bytes are on their way: the memory it leaves must not hold a
         # right answer for the next call to find (see .timed.poison_).
-        poison_(out, spare)
-        self.results.remember(out, spare)
+        poison_(mine)
+        self.results.remember(mine)
         inputs.close()
         return packed.header, packed
 
@@ -207,17 +206,13 @@ class _Returned:
     def __init__(self, size: int = 64):
         self.refs: deque[weakref.ref] = deque(maxlen=size)
 
-    def _storages(self, value: Any, spare: set[int]) -> list[Any]:
-        return [t.untyped_storage() for _, t in strided_tensors(torch, value, "out")
-                if t.untyped_storage().nbytes() and t.untyped_storage().data_ptr() not in spare]
-
-    def returned_again(self, value: Any, spare: set[int]) -> int:
+    def returned_again(self, tensors: list[torch.Tensor]) -> int:
         alive = {id(s) for s in (r() for r in self.refs) if s is not None}
-        return sum(id(s) in alive for s in self._storages(value, spare))
+        return sum(id(t.untyped_storage()) in alive for t in tensors)
 
-    def remember(self, value: Any, spare: set[int]) -> None:
-        for s in self._storages(value, spare):
-            self.refs.append(weakref.ref(s))
+    def remember(self, tensors: list[torch.Tensor]) -> None:
+        for t in tensors:
+            self.refs.append(weakref.ref(t.untyped_storage()))
 
 
 def _start_device() -> None:
