@@ -457,6 +457,17 @@ def test_the_speed_of_light_floor_rejects_an_impossible_time():
         check_speed_of_light("softmax", 0.001, 8 << 20, copy_gbps=4000)  # 8.4 TB/s on a 4 TB/s device
 
 
+def test_the_compute_floor_rejects_an_impossible_matrix_product_time():
+    from gemswatch.testing.benchmark.timed_checks import check_speed_of_light
+    from gemswatch.testing.integrity import IntegrityError
+
+    flops = 2 * 4096**3  # 137 GFLOP
+    check_speed_of_light("mm", 0.2, 0, None, flops, peak_tflops=700)  # 687 TFLOP/s: within 1.5 x 700
+    check_speed_of_light("mm", 0.001, 0, None, flops, peak_tflops=None)  # no peak measured (CPU): no floor
+    with pytest.raises(IntegrityError, match=r"integrity check 'speed-of-light' failed: mm timed 0.1 ms for 1.374e\+11 FLOPs"):
+        check_speed_of_light("mm", 0.1, 0, None, flops, peak_tflops=700)  # 1374 TFLOP/s
+
+
 def test_a_timer_patched_in_the_worker_does_not_reach_the_judge(bench_suite):
     result, report = run_bench(bench_suite, """
 import torch

@@ -5,9 +5,17 @@ The baseline is timed by the session's timer in this process, with the
 wall time of its repetitions kept (:meth:`Timer.measure`): what a
 repetition costs outside its window here is the allowance the candidate's
 reported windows are checked with (:func:`~..isolation.remote_timing.check_reported_time`).
-The candidate's repetitions run in the worker from the same rotating value
-sets; the results of its last repetitions are compared with the baseline's
-result for the same values (:func:`.timed_checks.check_timed_output`).
+
+The candidate's repetitions run in the worker in chunks (:func:`plan_chunks`:
+a short first one, then as long as the memory for their results allows),
+each with a seed this process draws just before it (so the values of a
+repetition exist only once it is due, and none repeats:
+:func:`.timed_checks.fill_rep_`). The worker keeps every result of a
+chunk; after it, this process asks for the results of some repetitions,
+picked at random then (:func:`plan_checks`), and compares each with the
+baseline's result for the same values
+(:func:`.timed_checks.check_timed_output`): a candidate that is right only
+on some repetitions is caught on the others.
 
 Imports torch, the worker channel and the benchmark's timing; never pytest or
 ``gemswatch.watch``.
@@ -15,6 +23,9 @@ Imports torch, the worker channel and the benchmark's timing; never pytest or
 
 from __future__ import annotations
 
+import json
+import os
+import random
 from typing import Any, Callable
 
 import torch
@@ -23,11 +34,15 @@ from ..isolation.judge import RemoteCandidate
 from ..isolation.remote_timing import RemoteTiming, check_reported_time
 from ..isolation.timed import ResultKeeper, storages
 from .timed_checks import InputPool, check_timed_output
-from .timing import Timer, clone_inputs
+from .timing import Timer, tensor_bytes
 
-__all__ = ["FIRST_CHUNK", "remote_of", "time_isolated"]
+__all__ = ["CHECKED_REPS", "FIRST_CHUNK", "plan_checks", "plan_chunks", "remote_of", "time_isolated"]
 
 FIRST_CHUNK = 10  # timed repetitions checked against the judge's clock before the rest run
+CHECKED_REPS = 8  # timed results compared with the baseline, per case
+# The results of a chunk are kept alive together: at most this much memory.
+KEPT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+TRACE_ENV = "GEMSWATCH_TIMER_TRACE"  # a file to append each chunk's timer figures to (JSON lines)
 
 
 def remote_of(fn: Callable) -> RemoteCandidate | None:
@@ -36,37 +51,82 @@ def remote_of(fn: Callable) -> RemoteCandidate | None:
     return inner if isinstance(inner, RemoteCandidate) else None
 
 
+def longest_chunk(device: str, result_bytes: int, reps: int) -> int:
+    """The longest chunk (at most ``reps``) whose results fit the memory kept for them."""
+    budget = KEPT_BYTES.get(device, KEPT_BYTES["cpu"])
+    return max(2, min(reps, budget // max(result_bytes, 1)))
+
+
+def plan_chunks(reps: int, longest: int) -> list[int]:
+    """Chunk lengths for ``reps`` repetitions: a short first chunk (a
+    tampered timer is caught before it has run a thousand repetitions),
+    then chunks of about equal length, none longer than ``longest``."""
+    first = min(reps, FIRST_CHUNK)
+    left = reps - first
+    if left <= 0:
+        return [first]
+    count = -(-left // longest)
+    return [first] + [left // count + (i < left % count) for i in range(count)]
+
+
+def plan_checks(chunks: list[int], rng: random.Random, count: int = CHECKED_REPS) -> dict[int, list[int]]:
+    """chunk -> the repetitions of it whose results are checked: ``count``
+    drawn at random over all repetitions, and always the very last one."""
+    where = [(c, i) for c, n in enumerate(chunks) for i in range(n)]
+    picked = set(rng.sample(where, min(count, len(where)))) | {where[-1]}
+    plan: dict[int, list[int]] = {}
+    for c, i in sorted(picked):
+        plan.setdefault(c, []).append(i)
+    return plan
+
+
 def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., Any], remote: RemoteCandidate,
-                  pool: InputPool, base_args: tuple, base_kwargs: dict) -> tuple[float, float]:
+                  pool: InputPool, base_args: tuple, base_kwargs: dict, result_bytes: int) -> tuple[float, float]:
     """(baseline latency, candidate latency) in ms, the candidate's checked."""
-    # The baseline's results are kept and let go as the worker does the
-    # candidate's: the two loops do the same work outside their windows.
+    rng = random.SystemRandom()  # the worker cannot see this process's draws
+    longest = longest_chunk(device, result_bytes, timer.max_reps)
+    # The baseline's results are kept, secured and let go as the worker
+    # does the candidate's: the two loops do the same work outside their windows.
     inputs = storages((base_args, base_kwargs))
-    keeper = ResultKeeper(lambda: inputs)
-    refresh = pool.refresher(base_args, base_kwargs)
+    keeper = ResultKeeper(lambda: inputs, size=longest)
+    feed = pool.feeder(base_args, base_kwargs, rng.getrandbits(62))
 
     def setup() -> None:
+        keeper.secure()
         keeper.let_go()
-        refresh()
+        feed()
 
     # Each gets half the warm-up budget, as the two do when timed together.
     warmup_ms = timer.warmup_ms / 2
     measured = timer.measure(lambda: keeper.keep(0, baseline(*base_args, **base_kwargs)), setup, warmup_ms)
     keeper.clear()
-    timing = RemoteTiming(remote, pool.sets, {"device": device, "warmup_ms": warmup_ms, "iter_ms": timer.iter_ms})
+    timing = RemoteTiming(remote, pool.sets, {"device": device, "warmup_ms": warmup_ms, "iter_ms": timer.iter_ms},
+                          seed=rng.getrandbits(62), keep=longest)
     timing.start()
-    reps = timer.reps_for(timing.round_ms)
+    chunks = plan_chunks(timer.reps_for(timing.round_ms), longest)
+    checks = plan_checks(chunks, rng)
     windows: list[float] = []
-    # A short first chunk: a tampered timer is caught before it has run a
-    # thousand repetitions (its own clock chose how many).
-    for i, n in enumerate(c for c in (min(reps, FIRST_CHUNK), reps - FIRST_CHUNK) if c > 0):
-        chunk, wall_ms = timing.reps(n, first=i == 0)
+    for c, n in enumerate(chunks):
+        seed = rng.getrandbits(62)
+        chunk, wall_ms = timing.reps(n, seed, first=c == 0)
+        _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
         check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
         windows += chunk
-    outputs = timing.outputs()
-    for slot, got in zip(outputs.slots, outputs.values):
-        want_args, want_kwargs = clone_inputs(*pool.sets[slot])
-        check_timed_output(torch, op, got, baseline(*want_args, **want_kwargs))
-    settled = timing.settle(timer.settle_reps(reps)) if device == "cuda" else None
+        picks = checks.get(c)
+        if picks:
+            for i, got in zip(picks, timing.outputs(picks)):
+                want_args, want_kwargs = pool.values(seed, i)
+                check_timed_output(torch, op, got, baseline(*want_args, **want_kwargs))
+    settled = timing.settle(timer.settle_reps(len(windows)), rng.getrandbits(62)) if device == "cuda" else None
     return measured.latency, timer.finish(windows, settled)
 
+
+def _trace(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float) -> None:
+    """Append a chunk's figures to the trace file, when one is named (for
+    measuring how much an honest worker loses outside its windows)."""
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps({"op": op, "n": len(windows), "reported_ms": sum(windows), "wall_ms": wall_ms,
+                            "overhead_ms": overhead_ms, "spin_ms": spin_ms}) + "\n")

@@ -257,11 +257,11 @@ class BenchmarkRunner:
 
         fn, is_override = self.resolve(bm.op)
         cand_args, cand_kwargs = clone_inputs(args, kwargs) if is_override else (args, kwargs)
-        # A candidate's every timed repetition gets fresh inputs, copied in
-        # outside the timed window from a rotating pool (the baseline's too,
-        # so both read the same way): nothing keyed on a pointer or a
-        # version sees the same input twice.
-        pool = InputPool(args, kwargs, case_seed(spec.case_id)) if is_override else None
+        # A candidate's every timed repetition gets values no other one saw,
+        # copied in outside the timed window (the baseline's too, so both
+        # read the same way): nothing keyed on a pointer, a version or the
+        # values sees the same input twice.
+        pool = InputPool.of_case(args, kwargs, case_seed(spec.case_id)) if is_override else None
 
         def baseline():
             return bm.baseline(*base_args, **base_kwargs)
@@ -277,9 +277,9 @@ class BenchmarkRunner:
             timed, watched = self._first_call(bm, fn, is_override, cand_args, cand_kwargs)
             if remote is not None:  # timed in its worker, judged here
                 entry["latency_base"], latency = time_isolated(
-                    bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs)
+                    bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs, tensor_bytes(out))
             else:
-                setups = (pool.refresher(base_args, base_kwargs), pool.refresher(cand_args, cand_kwargs)) if pool else ()
+                setups = (pool.feeder(base_args, base_kwargs), pool.feeder(cand_args, cand_kwargs)) if pool else ()
                 entry["latency_base"], latency = timer.pair(baseline, candidate, setups=setups)
         except Exception:
             # The baseline's time still goes in the record of a failing case
@@ -295,11 +295,13 @@ class BenchmarkRunner:
             # replay check may use it and refill it; only its sizes are read below.
             self._check_candidate(bm, spec, fn, args, kwargs, watched)
             if remote is None:
-                want_args, want_kwargs = clone_inputs(*pool.last(setups[1]))
+                want_args, want_kwargs = pool.values(setups[1].seed, setups[1].rep - 1)
                 check_timed_output(torch, bm.op, last[0], bm.baseline(*want_args, **want_kwargs))
         last[0] = None
         if is_override and bm.flops is None:
             check_speed_of_light(bm.op, latency, tensor_bytes(args, kwargs) + tensor_bytes(out), st.copy_gbps)
+        elif is_override:
+            check_speed_of_light(bm.op, latency, 0, None, bm.flops(spec), st.matmul_tflops(spec.dtype))
         entry["latency"] = latency
         entry["speedup"] = entry["latency_base"] / latency if latency > 0 else None
         if bm.flops is not None:

@@ -20,7 +20,7 @@ import pytest
 from ..session_overrides import SessionOverrides
 from .cases import CaseList, CaseSpec
 from .options import BenchOptions
-from .timing import Timer, copy_bandwidth_gbps, make_timer
+from .timing import Timer, copy_bandwidth_gbps, make_timer, matmul_tflops
 
 __all__ = ["BenchState"]
 
@@ -45,6 +45,7 @@ class BenchState:
     reached_candidate: bool = False  # a benchmark got as far as running a candidate
     _timer: Timer | None = None
     _copy_gbps: float | None = None
+    _matmul_tflops: dict[Any, float] = field(default_factory=dict)
 
     # -- device -------------------------------------------------------------
 
@@ -83,6 +84,16 @@ class BenchState:
         if self._copy_gbps is None and self.device == "cuda":
             self._copy_gbps = copy_bandwidth_gbps(self.timer)
         return self._copy_gbps
+
+    def matmul_tflops(self, dtype: Any) -> float | None:
+        """TFLOP/s of torch's matrix product in ``dtype``, measured once per
+        dtype in this session: the ceiling compute-bound cases are compared
+        with. None off CUDA."""
+        if self.device != "cuda":
+            return None
+        if dtype not in self._matmul_tflops:
+            self._matmul_tflops[dtype] = matmul_tflops(self.timer, dtype)
+        return self._matmul_tflops[dtype]
 
     @property
     def measured_copy_gbps(self) -> float | None:

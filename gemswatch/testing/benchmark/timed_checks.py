@@ -3,20 +3,24 @@
 The timed calls are the calls whose speed goes on the leaderboard, so they
 are judged too, not only the untimed first call:
 
-- :class:`InputPool`: every timed repetition starts from fresh inputs,
-  copied into the call's tensors outside the timed window from a rotating
-  pool of value sets (the case as built and refilled variants of it), so a
-  result kept from an earlier call (keyed on a pointer, a tensor version or
-  the shape) is never the right one for free;
-- :func:`check_timed_output`: the result of the last timed call matches the
+- :class:`InputPool`: every timed repetition starts from values no other
+  repetition of the case saw (:func:`fill_rep_`: a value set of a rotating
+  pool, with a slab of each tensor taken from another set and scaled by a
+  factor of the repetition's own), copied into the call's tensors outside
+  the timed window, so a result kept from an earlier call (keyed on a
+  pointer, a tensor version, the shape or the values themselves) is never
+  the right one for free;
+- :func:`check_timed_output`: the result of a timed call matches the
   baseline's result for the same inputs, in-place operators included
-  (relative L2 distance over the
-  finite entries, at most :data:`TIMED_DISTANCE`: rounding of 16-bit
-  outputs is a few thousandths, a candidate that answers differently when
-  it is being timed is off by about its own size);
+  (relative L2 distance over the finite entries, at most
+  :data:`TIMED_DISTANCE`: rounding of 16-bit outputs is a few
+  thousandths, a candidate that answers differently when it is being
+  timed is off by about its own size);
 - :func:`check_speed_of_light`: a memory-bound case cannot move its bytes
   faster than the device copies memory (measured in the run), with a
-  margin for kernels that read more than they write.
+  margin for kernels that read more than they write; and a compute-bound
+  case cannot do its FLOPs faster than torch's own matrix product in the
+  dtype (measured in the run), with the same margin.
 
 Imports torch (as an argument) and the integrity error; never the plugin
 or ``gemswatch.watch``.
@@ -24,6 +28,8 @@ or ``gemswatch.watch``.
 
 from __future__ import annotations
 
+import math
+import random
 from types import ModuleType
 from typing import Any, Callable
 
@@ -33,39 +39,98 @@ from ..integrity import IntegrityError, compare_outputs, refill_
 from ..integrity._values import strided_tensors
 from .timing import clone_inputs
 
-__all__ = ["TIMED_DISTANCE", "SPEED_OF_LIGHT_MARGIN", "InputPool", "check_timed_output", "check_speed_of_light"]
+__all__ = ["TIMED_DISTANCE", "SPEED_OF_LIGHT_MARGIN", "Feeder", "InputPool", "fill_rep_", "check_timed_output", "check_speed_of_light"]
 
 POOL_SIZE = 3
+# The share of each tensor's largest dim a repetition takes from another value set.
+STAMP_SHARE = 0.5
+# The range of the factor that scales that slab (floating tensors only).
+STAMP_FACTOR = (0.75, 1.25)
+
+
+def _stamp_rng(seed: int, rep: int) -> random.Random:
+    return random.Random((int(seed) & (2**63 - 1)) * 1_000_003 + int(rep))
+
+
+def fill_rep_(targets: list[torch.Tensor], sources: list[list[torch.Tensor]], seed: int, rep: int) -> None:
+    """Write repetition ``rep``'s values into ``targets``: value set ``rep %
+    len(sources)``, with a slab of each tensor (half of its largest dim, at
+    an offset of the repetition's own) taken from another set and, for
+    floating tensors, scaled by a factor of its own. No two repetitions of
+    a case see the same values, so a result kept for some values (keyed on
+    their bytes, or on a sample of them) is never the right one for free;
+    and the slab changes a large part of the result, so a stale one shows."""
+    rng = _stamp_rng(seed, rep)
+    k = len(sources)
+    for j, dst in enumerate(targets):
+        dst.copy_(sources[rep % k][j])
+        if dst.numel() == 0:
+            continue
+        other = sources[(rep + 1 + rng.randrange(max(k - 1, 1))) % k][j]
+        if dst.dim() == 0:
+            slab, src = dst, other
+        else:
+            d = max(range(dst.dim()), key=lambda i: dst.shape[i])
+            length = max(1, math.ceil(dst.shape[d] * STAMP_SHARE))
+            start = rng.randrange(dst.shape[d] - length + 1)
+            slab, src = dst.narrow(d, start, length), other.narrow(d, start, length)
+        factor = rng.uniform(*STAMP_FACTOR)
+        slab.copy_(src)
+        if slab.is_floating_point() or slab.is_complex():
+            slab.mul_(factor)
+
+
+class Feeder:
+    """The setup of a loop of timed repetitions: each run copies the next
+    repetition's values into the call's inputs (:func:`fill_rep_`).
+    :meth:`restart` starts a chunk of repetitions with a seed of its own."""
+
+    def __init__(self, targets: list[torch.Tensor], sources: list[list[torch.Tensor]], seed: int = 0):
+        self.targets = targets
+        self.sources = sources
+        self.seed = seed
+        self.rep = 0  # the repetition the next run fills in
+
+    def restart(self, seed: int) -> None:
+        self.seed, self.rep = int(seed), 0
+
+    def __call__(self) -> None:
+        with torch.no_grad():
+            fill_rep_(self.targets, self.sources, self.seed, self.rep)
+        self.rep += 1
 
 
 class InputPool:
-    """Value sets for a case's timed repetitions: the case as built, then
-    refilled copies (new values, same order, signs and zeros)."""
+    """Value sets for a case's timed repetitions (the case as built, then
+    refilled copies: new values, same order, signs and zeros), and the
+    values of any repetition of them (:func:`fill_rep_`)."""
 
-    def __init__(self, args: tuple, kwargs: dict, seed: int, size: int = POOL_SIZE):
-        self.sets = [clone_inputs(args, kwargs) for _ in range(size)]
-        for i, values in enumerate(self.sets[1:], 1):
+    def __init__(self, sets: list[tuple[tuple, dict]]):
+        if not sets:
+            raise ValueError("a timed case needs at least one value set")
+        self.sets = sets
+
+    @classmethod
+    def of_case(cls, args: tuple, kwargs: dict, seed: int, size: int = POOL_SIZE) -> "InputPool":
+        sets = [clone_inputs(args, kwargs) for _ in range(size)]
+        for i, values in enumerate(sets[1:], 1):
             refill_(torch, values, seed ^ (0x9E37 * i))
-        self._next: dict[int, int] = {}  # refresher -> how many times it ran
+        return cls(sets)
 
-    def refresher(self, args: tuple, kwargs: dict) -> Callable[[], None]:
-        """A setup that copies the next value set into ``args``/``kwargs``."""
-        targets = [t for _, t in strided_tensors(torch, (args, kwargs), "inputs")]
-        sources = [[t for _, t in strided_tensors(torch, values, "inputs")] for values in self.sets]
+    def _sources(self) -> list[list[torch.Tensor]]:
+        return [[t for _, t in strided_tensors(torch, values, "inputs")] for values in self.sets]
 
-        def refresh() -> None:
-            n = self._next.get(id(refresh), 0)
-            self._next[id(refresh)] = n + 1
-            with torch.no_grad():
-                for dst, src in zip(targets, sources[n % len(sources)]):
-                    dst.copy_(src)
+    def feeder(self, args: tuple, kwargs: dict, seed: int = 0) -> Feeder:
+        """A setup that fills ``args``/``kwargs`` with each repetition's values in turn."""
+        return Feeder([t for _, t in strided_tensors(torch, (args, kwargs), "inputs")], self._sources(), seed)
 
-        return refresh
-
-    def last(self, refresher: Callable[[], None]) -> tuple[tuple, dict]:
-        """The value set the last run of ``refresher`` copied in."""
-        n = self._next.get(id(refresher), 0)
-        return self.sets[(n - 1) % len(self.sets)]
+    def values(self, seed: int, rep: int) -> tuple[tuple, dict]:
+        """A fresh copy of the values repetition ``rep`` of a chunk seeded ``seed`` used."""
+        args, kwargs = clone_inputs(*self.sets[0])
+        feeder = self.feeder(args, kwargs, seed)
+        feeder.rep = rep
+        feeder()
+        return args, kwargs
 
 TIMED_DISTANCE = 0.02
 # Honest kernels reached up to 108 % of the measured copy bandwidth on an
@@ -93,15 +158,27 @@ def check_timed_output(torch: ModuleType, op: str, got: Any, want: Any) -> None:
         )
 
 
-def check_speed_of_light(op: str, latency_ms: float, moved_bytes: int, copy_gbps: float | None) -> None:
+def check_speed_of_light(op: str, latency_ms: float, moved_bytes: int, copy_gbps: float | None,
+                         flops: float | None = None, peak_tflops: float | None = None) -> None:
     """IntegrityError('speed-of-light') when ``moved_bytes`` in
-    ``latency_ms`` beats the device's copy bandwidth by more than the margin."""
-    if not copy_gbps or latency_ms <= 0 or moved_bytes <= 0:
+    ``latency_ms`` beats the device's copy bandwidth, or ``flops`` in it
+    beat the measured matrix-product peak, by more than the margin."""
+    if latency_ms <= 0:
         return
-    floor_ms = moved_bytes / (copy_gbps * SPEED_OF_LIGHT_MARGIN * 1e9) * 1e3
-    if latency_ms < floor_ms:
-        raise IntegrityError(
-            "speed-of-light",
-            f"{op} timed {latency_ms:.4g} ms for {moved_bytes} bytes, below the case's floor of {floor_ms:.4g} ms "
-            f"({SPEED_OF_LIGHT_MARGIN:g} x the measured copy bandwidth of {copy_gbps:.0f} GB/s): impossible, rejected",
-        )
+    if copy_gbps and moved_bytes > 0:
+        floor_ms = moved_bytes / (copy_gbps * SPEED_OF_LIGHT_MARGIN * 1e9) * 1e3
+        if latency_ms < floor_ms:
+            raise IntegrityError(
+                "speed-of-light",
+                f"{op} timed {latency_ms:.4g} ms for {moved_bytes} bytes, below the case's floor of {floor_ms:.4g} ms "
+                f"({SPEED_OF_LIGHT_MARGIN:g} x the measured copy bandwidth of {copy_gbps:.0f} GB/s): impossible, rejected",
+            )
+    if flops and peak_tflops:
+        floor_ms = flops / (peak_tflops * SPEED_OF_LIGHT_MARGIN * 1e12) * 1e3
+        if latency_ms < floor_ms:
+            raise IntegrityError(
+                "speed-of-light",
+                f"{op} timed {latency_ms:.4g} ms for {flops:.4g} FLOPs, below the case's floor of {floor_ms:.4g} ms "
+                f"({SPEED_OF_LIGHT_MARGIN:g} x the measured matrix-product peak of {peak_tflops:.0f} TFLOP/s): "
+                "impossible, rejected",
+            )

@@ -147,6 +147,21 @@ def copy_bandwidth_gbps(timer: Timer, n_bytes: int = 1 << 30) -> float:
     return 2 * n_bytes / (ms * 1e-3) / 1e9
 
 
+def matmul_tflops(timer: Timer, dtype: torch.dtype, size: int = 8192) -> float:
+    """TFLOP/s of torch's own square matrix product in ``dtype`` (``size``,
+    less on a GPU without room), timed with ``timer``: the practical compute
+    ceiling a matrix-product case is compared with."""
+    if torch.cuda.is_available():
+        while size > 1024 and 3 * size * size * dtype.itemsize > torch.cuda.mem_get_info()[0] // 4:
+            size //= 2
+    a = torch.randn(size, size, device="cuda").to(dtype)
+    b = torch.randn(size, size, device="cuda").to(dtype)
+    ms = timer(lambda: torch.mm(a, b))
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * size**3 / (ms * 1e-3) / 1e12
+
+
 def make_timer(device: str, warmup_ms: float, iter_ms: float) -> Timer:
     """CUDA events on CUDA, the wall-clock protocol elsewhere."""
     cls = CudaEventTimer if device == "cuda" else WallClockTimer

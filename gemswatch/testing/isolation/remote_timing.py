@@ -9,9 +9,10 @@ reports their windows. The judge trusts none of it:
   smaller than that wall time minus a stated allowance per repetition for
   what happens outside a window (the allowance is measured on the judge's
   own timing of the baseline with the same protocol);
-- the results of the last repetitions come back as plain tensors, with the
-  value set each was computed from, and the caller checks them against the
-  baseline's result for the same values;
+- the repetitions come in chunks, each with values of its own; after a
+  chunk the judge may ask for the results of any of its repetitions (it
+  picks them at random then) and checks them against the baseline's
+  result for the same values;
 - a tensor subclass or an active torch mode fails the case, as for a call.
 
 Imports torch and the worker channel; never pytest or ``gemswatch.watch``.
@@ -22,14 +23,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ..integrity import IntegrityError
 from . import transport
 from .judge import RemoteCandidate, _reraise, check_results
 
-__all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "REQUEST_SLACK_MS", "WALL_SLACK", "RemoteTiming", "TimedOutputs",
+__all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "REQUEST_SLACK_MS", "WALL_SLACK", "RemoteTiming",
            "check_reported_time"]
 
 # What may pass outside a repetition's window, per repetition: this many
@@ -40,9 +40,11 @@ __all__ = ["OVERHEAD_FACTOR", "OVERHEAD_SLACK_MS", "REQUEST_SLACK_MS", "WALL_SLA
 # verdict must not depend on the machine's load, so the slack is larger.
 OVERHEAD_FACTOR = 1.5
 OVERHEAD_SLACK_MS = 1.0
-# Once per request: the round trip and the reply's decoding; and a share of
-# the wall time for a loaded machine (12 % seen on a busy 2-core machine).
-REQUEST_SLACK_MS = 2.0
+# Once per request: the round trip and the reply's decoding (on a 2-core
+# machine running other work, waking the worker alone took up to 5 ms);
+# and a share of the wall time for a loaded machine (12 % seen on a busy
+# 2-core machine).
+REQUEST_SLACK_MS = 5.0
 WALL_SLACK = 0.3
 
 
@@ -69,23 +71,18 @@ def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_
         )
 
 
-@dataclass(frozen=True)
-class TimedOutputs:
-    """The kept results of the timed repetitions: which value set each used."""
-
-    slots: list[int]
-    values: list[Any]
-
-
 class RemoteTiming:
     """One timed case run in the candidate's worker, step by step."""
 
-    def __init__(self, candidate: RemoteCandidate, sets: list[tuple[tuple, dict]], timer: dict[str, Any]):
+    def __init__(self, candidate: RemoteCandidate, sets: list[tuple[tuple, dict]], timer: dict[str, Any],
+                 seed: int, keep: int):
         self.candidate = candidate
         self.worker = candidate.worker
         self.name = candidate.__name__
         self.sets = sets
         self.timer = timer
+        self.seed = seed  # of the warm-up's values
+        self.keep = keep  # results the worker keeps alive: the longest chunk's
         self.spin_ms = 0.0
         self.round_ms = 0.0
 
@@ -112,7 +109,8 @@ class RemoteTiming:
         with self.worker.call_lock:
             try:
                 packed = transport.pack(self.sets, arena=self.worker.arena, op="time-start",
-                                        file=str(self.candidate.path), name=self.name, timer=self.timer)
+                                        file=str(self.candidate.path), name=self.name, timer=self.timer,
+                                        seed=self.seed, keep=self.keep)
             except transport.TransportError as e:
                 raise TypeError(str(e)) from None
             try:
@@ -126,20 +124,22 @@ class RemoteTiming:
         self.spin_ms = min(_number(reply.get("spin_ms")), ceiling, 5.0)
         self.round_ms = _number(reply.get("round_ms"))
 
-    def reps(self, n: int, first: bool = True) -> tuple[list[float], float]:
-        """The reported windows of ``n`` more repetitions, and the judge's wall
-        time around them (``first``: the case's first chunk of repetitions)."""
+    def reps(self, n: int, seed: int, first: bool = True) -> tuple[list[float], float]:
+        """The reported windows of a chunk of ``n`` more repetitions whose
+        values ``seed`` chooses, and the judge's wall time around them
+        (``first``: the case's first chunk)."""
         t0 = time.perf_counter()
-        reply, _ = self._ask({"op": "time-reps", "n": int(n), "first": bool(first)})
+        reply, _ = self._ask({"op": "time-reps", "n": int(n), "seed": int(seed), "first": bool(first)})
         wall_ms = (time.perf_counter() - t0) * 1e3
         windows = reply.get("windows")
         if not isinstance(windows, list) or len(windows) != n:
             raise IntegrityError("timer", f"the candidate's worker reported {len(windows or [])} windows for {n} repetitions")
         return windows, wall_ms
 
-    def outputs(self) -> TimedOutputs:
+    def outputs(self, picks: list[int]) -> list[Any]:
+        """The results of repetitions ``picks`` of the last chunk, as plain tensors."""
         with self.worker.call_lock:
-            reply, fd = self._ask({"op": "time-outputs"})
+            reply, fd = self._ask({"op": "time-outputs", "reps": [int(i) for i in picks]})
             try:
                 values, received = transport.unpack(reply, None if fd is None else os.dup(fd), own=True,
                                                    mappings=self.worker.mappings)
@@ -148,15 +148,12 @@ class RemoteTiming:
                 if fd is not None:
                     os.close(fd)
         check_results(reply, self.name, timed=True)
-        slots = reply.get("slots")
-        if not isinstance(values, list) or not isinstance(slots, list) or len(slots) != len(values) or not values:
+        if not isinstance(values, list) or len(values) != len(picks):
             raise IntegrityError("timed-output", f"the candidate's worker returned no result of the timed calls of {self.name}")
-        if any(not isinstance(s, int) or not 0 <= s < len(self.sets) for s in slots):
-            raise IntegrityError("timed-output", f"the candidate's worker named a value set that does not exist ({slots})")
-        return TimedOutputs(slots, values)
+        return values
 
-    def settle(self, n: int) -> float | None:
-        reply, _ = self._ask({"op": "time-settle", "n": int(n)})
+    def settle(self, n: int, seed: int) -> float | None:
+        reply, _ = self._ask({"op": "time-settle", "n": int(n), "seed": int(seed)})
         value = reply.get("settled")
         if value is None:
             return None

@@ -4,17 +4,16 @@ candidate runs, step by step, as the judge asks.
 A timed case is four requests, so that the judge's own clock can be put
 around the timed repetitions alone (:mod:`.judge`, ``RemoteTiming``):
 
-- ``time-start`` (the case's value sets, the timer's settings): build the
-  call's working inputs from the first set, then the timer's warm-up
-  (:meth:`Timer.prepare`); answers the spin and the round time;
-- ``time-reps`` (n, first): n timed repetitions (a case asks for them in
-  chunks, the first one ``first``), each starting from the next value
-  set copied into the working inputs (outside the window, as in the judge);
-  answers the n windows. The results of the last repetitions are kept;
-- ``time-outputs``: the kept results, with the value set each was computed
-  from (a result that lives in an input's memory is good for the last
-  repetition only: the next one's inputs overwrite it);
-- ``time-settle`` (n): the timer's bound of work left on other streams.
+- ``time-start`` (the case's value sets, the timer's settings, a seed, how
+  many results to keep): build the call's working inputs, then the timer's
+  warm-up (:meth:`Timer.prepare`); answers the spin and the round time;
+- ``time-reps`` (n, seed, first): a chunk of n timed repetitions, each
+  starting from values of its own (the chunk's seed and the repetition's
+  index choose them) copied into the working inputs outside the window, as
+  in the judge; answers the n windows. Every result of the chunk is kept;
+- ``time-outputs`` (reps): the results of those repetitions of the last
+  chunk (the judge picks them after the chunk ran);
+- ``time-settle`` (n, seed): the timer's bound of work left on other streams.
 
 Every call of the candidate here is a plain call, as in a checked call;
 nothing here is trusted by the judge: the windows are cross-checked
@@ -28,16 +27,16 @@ from typing import Any, Callable
 
 import torch
 
+from ..benchmark.timed_checks import InputPool
 from ..benchmark.timing import Prepared, clone_inputs, make_timer
 from ..integrity._values import strided_tensors
 
-__all__ = ["KEPT_RESULTS", "ResultKeeper", "TimedCase", "own_tensors", "poison_", "storages"]
+__all__ = ["KEPT_RESULTS", "ResultKeeper", "TimedCase", "clone_result", "own_tensors", "poison_", "storages"]
 
-# The judge checks the results of the last KEPT_RESULTS repetitions; twice
-# as many are kept alive, and while they are alive an honest kernel's
-# results never share memory (a kernel that hands back a result it kept
-# from an earlier call does).
-KEPT_RESULTS = 3
+# Results kept alive by default (the judge asks for more: a chunk's worth);
+# while they are alive an honest kernel's results never share memory (a
+# kernel that hands back a result it kept from an earlier call does).
+KEPT_RESULTS = 6
 
 
 def storages(value: Any) -> set[int]:
@@ -69,21 +68,41 @@ def poison_(tensors: list[torch.Tensor]) -> None:
                 t.bitwise_not_()
 
 
+def clone_result(value: Any) -> Any:
+    """A copy of a result whose tensors have memory of their own."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        copied = [clone_result(v) for v in value]
+        return type(value)(*copied) if hasattr(value, "_fields") else type(value)(copied)
+    if isinstance(value, dict):
+        return {k: clone_result(v) for k, v in value.items()}
+    return value
+
+
 class ResultKeeper:
     """Keeps the results of the last calls alive and poisons each one it lets
     go (:func:`poison_`), in :meth:`let_go`, which the repetition's setup
-    calls, outside the timed window. The judge times its baseline through
+    calls, outside the timed window. A result in an input's memory (an
+    in-place operator's) is copied there first (:meth:`secure`): the next
+    repetition's inputs overwrite it. The judge times its baseline through
     one too, so the two loops it compares do the same work outside their
     windows."""
 
-    def __init__(self, spare: Callable[[], set[int]], size: int = 2 * KEPT_RESULTS):
+    def __init__(self, spare: Callable[[], set[int]], size: int = KEPT_RESULTS):
         self.spare = spare
-        self.kept: deque[tuple[int, Any]] = deque()
+        self.kept: deque[tuple[Any, Any]] = deque()
         self.size = size
 
-    def keep(self, slot: int, out: Any) -> Any:
-        self.kept.append((slot, out))
+    def keep(self, tag: Any, out: Any) -> Any:
+        self.kept.append((tag, out))
         return out
+
+    def secure(self) -> None:
+        """Copy the last result out of the inputs' memory, if it lives there."""
+        if self.kept and storages(self.kept[-1][1]) & self.spare():
+            tag, out = self.kept.pop()
+            self.kept.append((tag, clone_result(out)))
 
     def let_go(self) -> None:
         """Poison and drop the results beyond the last ``size``."""
@@ -92,53 +111,68 @@ class ResultKeeper:
             if not any(old is o for _, o in self.kept):
                 poison_(own_tensors(old, self.spare()))
 
+    def get(self, tag: Any) -> Any:
+        for t, out in self.kept:
+            if t == tag:
+                return out
+        raise KeyError(tag)
+
     def clear(self) -> None:
         self.kept.clear()
 
 
 class TimedCase:
-    """One case being timed: the working inputs, the value sets, the timer."""
+    """One case being timed: the working inputs, their feeder, the timer.
 
-    def __init__(self, func: Callable, sets: list[tuple[tuple, dict]], timer: dict[str, Any]):
-        if not sets:
-            raise ValueError("a timed case needs at least one value set")
+    Repetitions come in chunks, each with a seed of its own (the values of
+    its repetitions: :func:`~..benchmark.timed_checks.fill_rep_`); the
+    results of the current chunk are all kept, for the judge may ask for
+    any of them after the chunk (it picks at random, so a candidate cannot
+    be right only on the repetitions that are checked)."""
+
+    def __init__(self, func: Callable, sets: list[tuple[tuple, dict]], timer: dict[str, Any], seed: int = 0,
+                 keep: int = KEPT_RESULTS):
         self.func = func
-        self.sets = sets
+        self.pool = InputPool(sets)
         self.args, self.kwargs = clone_inputs(*sets[0])
         self.timer = make_timer(str(timer["device"]), float(timer["warmup_ms"]), float(timer["iter_ms"]))
         self.warmup_ms = float(timer["warmup_ms"])
         self._targets = [t for _, t in strided_tensors(torch, (self.args, self.kwargs), "inputs")]
-        self._sources = [[t for _, t in strided_tensors(torch, values, "inputs")] for values in sets]
-        self._next = 0  # the value set the next setup copies in
-        self._keeper = ResultKeeper(self._input_storages)
+        self.feeder = self.pool.feeder(self.args, self.kwargs, seed)
+        self.chunk = 0
+        self._keeper = ResultKeeper(self._input_storages, size=max(int(keep), 1))
         self._prepared: Prepared | None = None
 
     def _setup(self) -> None:
+        self._keeper.secure()
         self._keeper.let_go()
-        with torch.no_grad():
-            for dst, src in zip(self._targets, self._sources[self._next % len(self._sources)]):
-                dst.copy_(src)
-        self._next += 1
+        self.feeder()
 
     def _call(self) -> Any:
-        return self._keeper.keep((self._next - 1) % len(self.sets), self.func(*self.args, **self.kwargs))
+        return self._keeper.keep((self.chunk, self.feeder.rep - 1), self.func(*self.args, **self.kwargs))
 
     def start(self) -> dict[str, Any]:
         self._prepared = self.timer.prepare(self._call, self._setup, self.warmup_ms)
         p = self._prepared
         return {"spin_ms": p.spin_ms, "round_ms": p.round_ms}
 
-    def reps(self, n: int, first: bool) -> dict[str, Any]:
-        """``n`` more timed repetitions (``first``: the first of a case's chunks)."""
+    def reps(self, n: int, seed: int, first: bool) -> dict[str, Any]:
+        """``n`` more timed repetitions, a chunk seeded ``seed`` (``first``:
+        the first of a case's chunks)."""
         if self._prepared is None:
             raise RuntimeError("time-reps before time-start")
         if first:
-            self._next = 0  # the judge knows which set repetition i used: i % len(sets)
             self._keeper.clear()
+        self._next_chunk(seed)
         return {"windows": self.timer.windows(self._call, self._prepared, self._setup, int(n))}
 
-    def settle(self, n: int) -> dict[str, Any]:
+    def settle(self, n: int, seed: int) -> dict[str, Any]:
+        self._next_chunk(seed)
         return {"settled": self.timer.settled(self._call, self._setup, int(n))}
+
+    def _next_chunk(self, seed: int) -> None:
+        self.chunk += 1
+        self.feeder.restart(seed)
 
     def reused(self) -> int:
         """How many of the kept results live in the memory of another kept
@@ -155,17 +189,7 @@ class TimedCase:
     def _input_storages(self) -> set[int]:
         return storages(self._targets)
 
-    def outputs(self) -> tuple[list[int], list[Any]]:
-        """(value set of each kept result, the results) of the last
-        KEPT_RESULTS repetitions, the results that live in the working
-        inputs' memory dropped except the last one's."""
-        inputs = self._input_storages()
-        kept = list(self._keeper.kept)[-KEPT_RESULTS:]
-        slots, values = [], []
-        for i, (slot, out) in enumerate(kept):
-            if i < len(kept) - 1 and storages(out) & inputs:
-                continue
-            slots.append(slot)
-            values.append(out)
-        return slots, values
-
+    def outputs(self, picks: list[int]) -> list[Any]:
+        """The results of repetitions ``picks`` of the last chunk."""
+        self._keeper.secure()
+        return [self._keeper.get((self.chunk, int(i))) for i in picks]

@@ -36,7 +36,7 @@ from ...override.errors import OverrideError
 from ...override.loading import LoadedFile, _load_module
 from . import transport
 from .sandbox import restrict
-from .timed import TimedCase, own_tensors, poison_, storages
+from .timed import KEPT_RESULTS, TimedCase, own_tensors, poison_, storages
 
 __all__ = ["SANDBOX_ENV", "serve", "main"]
 
@@ -147,7 +147,8 @@ class _Worker:
                                               mappings=self.mappings)
             received.close()
             self.timed = None  # the previous case's inputs go first
-            self.timed = TimedCase(func, [(tuple(a), dict(k)) for a, k in sets], header["timer"])
+            self.timed = TimedCase(func, [(tuple(a), dict(k)) for a, k in sets], header["timer"],
+                                   seed=int(header.get("seed", 0)), keep=int(header.get("keep", KEPT_RESULTS)))
         case = self.timed
         if case is None:
             return {"override_error": f"{op} without a time-start"}, None
@@ -156,13 +157,13 @@ class _Worker:
             if op == "time-start":
                 reply = case.start()
             elif op == "time-reps":
-                reply = case.reps(int(header["n"]), bool(header.get("first")))
+                reply = case.reps(int(header["n"]), int(header["seed"]), bool(header.get("first")))
             elif op == "time-settle":
-                reply = case.settle(int(header["n"]))
+                reply = case.settle(int(header["n"]), int(header["seed"]))
             else:
-                slots, values = case.outputs()
+                values = case.outputs([int(i) for i in header.get("reps", [])])
                 values, subclasses = _plain_outputs(values)
-                packed = transport.pack(values, arena=self.arena, ok=True, slots=slots, subclasses=subclasses,
+                packed = transport.pack(values, arena=self.arena, ok=True, subclasses=subclasses,
                                         reused=case.reused(),
                                         modes=_both(before, _modes()))
                 return packed.header, packed
