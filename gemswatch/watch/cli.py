@@ -21,6 +21,7 @@ import argparse
 import sys
 
 from .commands import COMMANDS
+from .stage import reaper as care
 
 __all__ = ["main"]
 
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd, rest = _split_command(argv)
     args = _parser(cmd).parse_args(rest)
+    # What a stage abandons comes back to gemswatch when the stage dies first.
+    care.adopt_orphans()
     return COMMANDS[cmd](args)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -55,6 +56,42 @@ def test_a_descendant_in_another_session_dies_with_its_stage(tmp_path):
     pid = int(log.read_text().split()[1])
     wait_for(lambda: not alive(pid), 5, f"the escaped child {pid} to die")
     assert care.find_marked(care.stage_marker(stage_env(run_id))) == []
+
+
+# A stage whose helper hides from every marker (a new session, an emptied
+# environment, a parent that exits at once), and which is then killed
+# before it can clean up after itself.
+HIDER = r"""
+import subprocess, sys, time
+launcher = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+            "env={}, start_new_session=True); print('hidden', p.pid, flush=True)")
+subprocess.run([sys.executable, "-c", launcher], env={})
+time.sleep(60)
+"""
+
+ADOPTING_WATCHER = r"""
+import sys, threading
+from pathlib import Path
+from gemswatch.watch.stage import reaper as care
+from gemswatch.watch.stage.supervise import run_process
+assert care.adopt_orphans()
+folder = Path(sys.argv[1])
+out = run_process([sys.executable, "-c", sys.argv[2]], cwd=folder, env={"GEMSWATCH_RUN_ID": sys.argv[3], "PATH": ""},
+                  log_path=folder / "s.log", timeout=3, grace=0.5, cancel=threading.Event())
+print("timed out" if out.timed_out else "finished", flush=True)
+"""
+
+
+def test_a_hidden_helper_of_a_killed_stage_dies_with_it(tmp_path):
+    # gemswatch (here a small script: adopting orphans changes the process
+    # that does it) is the subreaper of its stages: the helper comes back to
+    # it when the stage is killed, and is killed in turn.
+    run_id = f"test-hide-{os.getpid()}-{time.monotonic_ns()}"
+    r = subprocess.run([PY, "-c", ADOPTING_WATCHER, str(tmp_path), HIDER, run_id], capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.strip() == "timed out", r.stderr
+    pid = int((tmp_path / "s.log").read_text().split()[1])
+    wait_for(lambda: not alive(pid), 5, f"the hidden helper {pid} to die")
 
 
 def test_without_a_marker_nothing_is_searched(tmp_path):

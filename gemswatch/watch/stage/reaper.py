@@ -52,6 +52,11 @@ __all__ = [
     "guard",
     "guard_group",
     "unguard",
+    "adopt_orphans",
+    "spawning",
+    "own_child",
+    "disown_child",
+    "kill_adopted",
 ]
 
 # A stage whose log grows past this is stopped (a candidate printing in a loop).
@@ -180,6 +185,98 @@ def prefer_for_oom(pid: int, score: int = 500) -> None:
 
 
 # ---------------------------------------------------------------------------
+# orphans: what a stage that died left behind, however it hid
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Adoption:
+    """gemswatch as the subreaper of its stages (Linux): a process a stage
+    abandons (a double fork, a new session, an emptied environment) is
+    re-parented to gemswatch when the stage's own process is gone (killed
+    after its grace, or by the OOM killer), instead of to init; after each
+    stage gemswatch kills every such child. Its own children in sessions
+    of their own (stages, the warm pool, the reaper) are registered while
+    they start, under :attr:`lock`, so none is taken for an orphan."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.enabled = False
+        self.own: set[int] = set()
+
+
+_adoption = _Adoption()
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of everything below it (gemswatch's
+    command line does, once; a test process that runs stages does not)."""
+    try:
+        import ctypes
+
+        ok = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError, ImportError):
+        ok = False
+    _adoption.enabled = ok
+    return ok
+
+
+def spawning() -> threading.RLock:
+    """Hold while starting a child in a session of its own and :func:`own_child`-ing it."""
+    return _adoption.lock
+
+
+def own_child(pid: int) -> None:
+    with _adoption.lock:
+        _adoption.own.add(int(pid))
+
+
+def disown_child(pid: int) -> None:
+    with _adoption.lock:
+        _adoption.own.discard(int(pid))
+
+
+def kill_adopted() -> list[int]:
+    """SIGKILL and reap every child of this process that it did not start:
+    orphans it adopted (never in its own process group, which the children
+    of a plain ``subprocess.run`` share); returns their pids."""
+    if not _adoption.enabled:
+        return []
+    killed: list[int] = []
+    me, group = os.getpid(), os.getpgrp()
+    with _adoption.lock:
+        for pid in _children(me):
+            try:
+                if pid in _adoption.own or os.getpgid(pid) == group:
+                    continue
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, PermissionError, ChildProcessError):
+                continue
+            killed.append(pid)
+    return killed
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(name))
+    return found
+
+
+# ---------------------------------------------------------------------------
 # the reaper: no stage outlives gemswatch, even a SIGKILLed one
 
 
@@ -200,14 +297,16 @@ class _Reaper:
                 return
             if self.proc is None or self.owner != os.getpid() or self.proc.poll() is not None:
                 try:
-                    self.proc = subprocess.Popen(
-                        [sys.executable, "-I", "-S", os.path.abspath(__file__), "--reaper"],
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        close_fds=True,
-                        start_new_session=True,  # Ctrl-C and a hang-up are for gemswatch
-                    )
+                    with spawning():
+                        self.proc = subprocess.Popen(
+                            [sys.executable, "-I", "-S", os.path.abspath(__file__), "--reaper"],
+                            stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            close_fds=True,
+                            start_new_session=True,  # Ctrl-C and a hang-up are for gemswatch
+                        )
+                        own_child(self.proc.pid)
                 except OSError:
                     self.broken = True
                     return

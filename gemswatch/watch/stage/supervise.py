@@ -124,20 +124,23 @@ def run_process(
                 )
         if proc is None:
             try:
-                proc = subprocess.Popen(
-                    cmd,
-                    cwd=str(cwd),
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    close_fds=True,
-                )
+                with care.spawning():
+                    proc = subprocess.Popen(
+                        cmd,
+                        cwd=str(cwd),
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        close_fds=True,
+                    )
+                    care.own_child(proc.pid)
             except OSError as e:
                 care.unguard(guard)
                 return Outcome(None, time.monotonic() - start, spawn_error=f"{cmd[0]}: {e.strerror or e}")
     care.guard_group(guard, proc.pid)
+    care.own_child(proc.pid)  # a warm stage becomes our child if its pool dies under it
     with _live_lock:
         _live[proc.pid] = proc
         _markers[proc.pid] = marker
@@ -169,7 +172,9 @@ def run_process(
         # processes it started in other groups (found by their environment).
         care.signal_group(proc.pid, signal.SIGKILL)
         rc = proc.wait()
+        care.disown_child(proc.pid)
         care.kill_marked(marker)
+        care.kill_adopted()  # what a stage killed before its own clean-up left behind
         care.compact_log(log_path)
     finally:
         with _live_lock:

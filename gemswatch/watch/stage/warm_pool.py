@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from . import reaper as care
 from ...warmpool import server as _server
 from .reaper import signal_group
 
@@ -188,16 +189,18 @@ class Pool:
             if self.log_path is not None:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
                 log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(
-                [self.spec.python, "-c", _BOOT, str(SERVER), str(child.fileno()), json.dumps(list(self.spec.preload))],
-                cwd=self.spec.cwd,
-                env=self.spec.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log if log is not None else subprocess.DEVNULL,
-                pass_fds=(child.fileno(),),
-                start_new_session=True,  # Ctrl-C in the terminal is for gemswatch only
-            )
+            with care.spawning():
+                self.proc = subprocess.Popen(
+                    [self.spec.python, "-c", _BOOT, str(SERVER), str(child.fileno()), json.dumps(list(self.spec.preload))],
+                    cwd=self.spec.cwd,
+                    env=self.spec.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log if log is not None else subprocess.DEVNULL,
+                    pass_fds=(child.fileno(),),
+                    start_new_session=True,  # Ctrl-C in the terminal is for gemswatch only
+                )
+                care.own_child(self.proc.pid)
         except OSError as e:
             parent.close()
             self._fail("spawn", f"cannot start {self.spec.python}: {e.strerror or e}")
