@@ -19,6 +19,15 @@ passing case that tests an overridden operator (its marker) must have called
 that operator's candidate. A failed check fails the case with
 ``IntegrityError: integrity check '<name>' failed: ...``.
 
+Random cases: ``--seed N`` (default: a fresh seed per session) seeds the
+``case_rng`` fixture, a ``random.Random`` per test drawn from the seed and the
+test's node id, so test ids stay stable while drawn shapes change from run to
+run; the header and the report name the seed, and ``--seed`` replays it.
+
+Coverage: what the cases noted with ``gemswatch.testing.cases.record`` (size
+class, dtype, layout) is kept per case and summed per operator marker in the
+report's ``coverage``.
+
 With ``--record json`` the report (schema ``gemswatch.correctness/v1``) is
 written atomically to ``--output`` (default ``accuracy_result.json``).
 
@@ -28,11 +37,13 @@ Imports pytest and the shared session modules; never the benchmark plugin
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from . import cases as case_notes
 from .integrity import IntegrityError
 from .session_overrides import SessionOverrides, add_report_options, write_json_atomic
 
@@ -68,12 +79,40 @@ class _Case:
     result: str | None = None
     reason: str | None = None
     candidate_calls: dict[str, int] | None = None
+    covered: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         record = {"nodeid": self.nodeid, "params": self.params, "opname": self.opname, "result": self.result, "reason": self.reason}
         if self.candidate_calls is not None:
             record["candidate_calls"] = self.candidate_calls
+        if self.covered:
+            record["covered"] = self.covered
         return record
+
+
+# Marks on operator tests that are not operators.
+_NOT_OPERATORS = {"gems_impl"}
+# Coverage axes summed per operator, in report order.
+_AXES = ("size_class", "dtype", "layout")
+
+
+def coverage(cases: list[_Case]) -> dict[str, dict[str, Any]]:
+    """Per operator marker, the sorted values of each axis its cases that
+    ran (passed or failed) noted, and how many such cases there were."""
+    out: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        if not case.covered or case.result not in ("passed", "failed"):
+            continue
+        for op in case.opname:
+            if op in _NOT_OPERATORS:
+                continue
+            entry = out.setdefault(op, {"cases": 0, **{axis: set() for axis in _AXES}})
+            entry["cases"] += 1
+            for note in case.covered:
+                for axis in _AXES:
+                    if axis in note:
+                        entry[axis].add(note[axis])
+    return {op: {k: (sorted(v) if isinstance(v, set) else v) for k, v in entry.items()} for op, entry in sorted(out.items())}
 
 
 @dataclass(eq=False)  # pytest hashes registered plugins
@@ -82,6 +121,7 @@ class CorrectnessPlugin:
 
     config: pytest.Config
     overrides: SessionOverrides
+    seed: int = 0
     cases: dict[str, _Case] = field(default_factory=dict)
     status: str | None = None
     message: str | None = None
@@ -112,6 +152,7 @@ class CorrectnessPlugin:
     def pytest_runtest_call(self, item: pytest.Item):
         before = self.overrides.counts()
         logged = len(self.overrides.violations)
+        case_notes.take_records()  # notes of setup code are not this case's
         try:
             result = yield
         except BaseException as e:
@@ -132,6 +173,7 @@ class CorrectnessPlugin:
         case = self.cases.get(item.nodeid)
         if case is not None:
             case.candidate_calls = {name: n - before.get(name, 0) for name, n in after.items()}
+            case.covered = _dedupe(case_notes.take_records())
 
     def _check_invocation(self, item: pytest.Item) -> None:
         """A passing case that tests an overridden operator (by its marker)
@@ -178,8 +220,12 @@ class CorrectnessPlugin:
 
     # -- session --------------------------------------------------------------
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["gemswatch_seed"] = self.seed  # xdist workers draw the same cases
+
     def pytest_report_header(self) -> list[str]:
-        return self.overrides.header_lines()
+        return [f"gemswatch: case seed {self.seed} (replay with --seed {self.seed})", *self.overrides.header_lines()]
 
     def summary(self) -> dict[str, int]:
         results = [c.result for c in self.cases.values()]
@@ -236,7 +282,9 @@ class CorrectnessPlugin:
             "status": self.status,
             "message": self.message,
             "exit_code": exit_code,
+            "seed": self.seed,
             "summary": self.summary(),
+            "coverage": coverage(list(self.cases.values())),
             "overrides": overrides,
             "uncalled": self.overrides.uncalled(),
             "integrity": [str(v) for v in self.overrides.violations],
@@ -248,7 +296,34 @@ class CorrectnessPlugin:
         self.overrides.restore()
 
 
+def _dedupe(notes: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen: dict[tuple, dict[str, str]] = {}
+    for note in notes:
+        seen.setdefault(tuple(sorted(note.items())), note)
+    return list(seen.values())
+
+
+def _seed_option(text: str) -> int:
+    try:
+        seed = int(text, 0)
+    except ValueError:
+        raise pytest.UsageError(f"--seed {text!r}: give a non-negative integer, e.g. the seed a report names") from None
+    if seed < 0:
+        raise pytest.UsageError(f"--seed {text}: give a non-negative integer")
+    return seed
+
+
 # -- hooks seen by pytest when a conftest lists this module in pytest_plugins --
+
+
+@pytest.fixture
+def case_rng(request: pytest.FixtureRequest) -> random.Random:
+    """A ``random.Random`` for drawing unseen cases, seeded from the
+    session's ``--seed`` and this test's node id (stable ids, new shapes per
+    seed). A failure message must name what was drawn."""
+    plugin = request.config.stash.get(_PLUGIN_KEY, None)
+    seed = plugin.seed if plugin is not None else 0
+    return random.Random(f"{seed}:{request.node.nodeid}")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -261,12 +336,19 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     SessionOverrides.add_options(parser)
     add_report_options(parser)
+    parser.getgroup("gemswatch cases", "random accuracy cases").addoption(
+        "--seed", default=None, metavar="N",
+        help="seed of the randomly drawn cases (default: a fresh one per session; the report names it)",
+    )
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     overrides = SessionOverrides.install(config, isolated=True)
     overrides.guard_candidates()
-    plugin = CorrectnessPlugin(config, overrides)
+    text = config.getoption("seed", None)
+    seed = _seed_option(str(text)) if text is not None else random.SystemRandom().randrange(1 << 31)
+    seed = getattr(config, "workerinput", {}).get("gemswatch_seed", seed)
+    plugin = CorrectnessPlugin(config, overrides, seed)
     config.stash[_PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "gemswatch-correctness")
