@@ -1,0 +1,74 @@
+"""mm with a deep-K path that drops the last partial K tile.
+
+For K >= 1024 the kernel walks K in unmasked 128-wide tiles, ``K // 128``
+of them: the last ``K % 128`` terms of every dot product are left out. K
+below 1024, or a multiple of 128, is right.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gemswatch.gems import device  # noqa: F401  (first: selects Triton's interpreter on a CPU-only machine)
+import triton
+import triton.language as tl
+
+DEEP_K = 1024
+
+
+@triton.jit
+def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, a_row_stride, a_col_stride, b_row_stride, b_col_stride,
+               DEEP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """c[m, n] = sum_k a[m, k] * b[k, n] in fp32; c contiguous."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if DEEP:
+        # Full tiles only, no K mask. BUG: the K % BLOCK_K remainder is never read.
+        for k_tile in range(0, K // BLOCK_K):
+            kk = k_tile * BLOCK_K + ks
+            a = tl.load(a_ptr + rows[:, None] * a_row_stride + kk[None, :] * a_col_stride,
+                        mask=rows[:, None] < M, other=0.0)
+            b = tl.load(b_ptr + kk[:, None] * b_row_stride + cols[None, :] * b_col_stride,
+                        mask=cols[None, :] < N, other=0.0)
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + ks
+            a = tl.load(a_ptr + rows[:, None] * a_row_stride + kk[None, :] * a_col_stride,
+                        mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + kk[:, None] * b_row_stride + cols[None, :] * b_col_stride,
+                        mask=(kk[:, None] < K) & (cols[None, :] < N), other=0.0)
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def _block(n: int) -> int:
+    return max(16, min(64, triton.next_power_of_2(n)))
+
+
+def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+    if input.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"mm: dtype {input.dtype} is not supported")
+    if input.dtype != mat2.dtype:
+        raise RuntimeError("mm: expected both matrices to have the same dtype")
+    M, K = input.shape
+    N = mat2.shape[1]
+    out = torch.empty((M, N), dtype=input.dtype, device=input.device)
+    if M == 0 or N == 0:
+        return out
+    deep = K >= DEEP_K
+    bm, bn, bk = _block(M), _block(N), 128 if deep else _block(K)
+    grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
+    _mm_kernel[grid](input, mat2, out, M, N, K, input.stride(0), input.stride(1), mat2.stride(0), mat2.stride(1),
+                     DEEP=deep, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    return out
+
+
+def witness():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 1100, generator=g)
+    b = torch.randn(1100, 3, generator=g)
+    return (a.to(device), b.to(device)), {}
