@@ -1,4 +1,12 @@
-"""Accuracy of gems.rms_norm, gems.layer_norm and native_layer_norm against a float64 reference."""
+"""Accuracy of gems.rms_norm, gems.layer_norm and native_layer_norm against a float64 reference.
+
+Black-box: normalised widths around every power of two up to past 65536
+(every dtype in every size class), normalized_shape over one to three
+trailing dims, strided and broadcast inputs and parameters, values that
+overflow a half accumulator or cancel in a naive variance, every argument
+(weight and bias present or not, eps given, 0, large or None). Cheap cases
+come first.
+"""
 
 from __future__ import annotations
 
@@ -11,201 +19,270 @@ from gemswatch import gems
 from gemswatch.gems.ops import _launch
 from gemswatch.gems.ops import norm as norm_module
 from gemswatch.testing.accuracy import assert_close, to_reference
+from gemswatch.testing.cases import class_widths, record, size_tier, wide_values, with_layout
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# (input shape, normalized_shape): one element, odd widths, exactly one
-# block (1024), a 1-D input, 3-D over the last dim and over the last two.
-CASES = [
-    ((1, 1), (1,)),
-    ((4, 123), (123,)),
-    ((3, 781), (781,)),
-    ((2, 1023), (1023,)),
-    ((2, 1024), (1024,)),
-    ((781,), (781,)),
-    ((2, 3, 40), (40,)),
-    ((2, 3, 40), (3, 40)),
-]
-AFFINE = ["none", "weight", "weight+bias"]
+SIZE_CLASSES = ["tiny", "small", "medium", "large", "huge"]
+_CPU_WIDE = {"large": [8193, 16383, 32769, 65536], "huge": [65536 + 2049]}
+# Parameter sets each operator takes; tests rotate through them.
+AFFINE = {"rms_norm": ["none", "weight"], "layer_norm": ["none", "weight", "bias", "weight+bias"]}
+OPS = [pytest.param("rms_norm", marks=pytest.mark.rms_norm), pytest.param("layer_norm", marks=pytest.mark.layer_norm)]
 
 
-def _randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0, shift: float = 0.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) + shift).to(gems.device, dtype)
-
-
-def _params(shape, dtype, affine: str):
-    weight = _randn(*shape, dtype=dtype, seed=11) if affine != "none" else None
-    bias = _randn(*shape, dtype=dtype, seed=12) if affine == "weight+bias" else None
-    return weight, bias
+def _default_eps(op: str, dtype: torch.dtype) -> float:
+    # torch: rms_norm's eps=None is the eps of its compute type (float32 for
+    # half inputs); layer_norm's default is 1e-5.
+    if op == "layer_norm":
+        return 1e-5
+    return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
 
 
 def _dims(x: torch.Tensor, normalized_shape) -> list[int]:
     return list(range(x.dim() - len(normalized_shape), x.dim()))
 
 
-def _ref_rms(x, normalized_shape, weight, eps):
+def reference(op, x, normalized, weight, bias, eps):
+    """The float64 result and the magnitude of the terms of each element."""
     r = to_reference(x)
-    y = r / torch.sqrt(r.square().mean(_dims(x, normalized_shape), keepdim=True) + eps)
-    return y * to_reference(weight) if weight is not None else y
-
-
-def _ref_layer_stats(x, normalized_shape, eps):
-    r = to_reference(x)
-    dims = _dims(x, normalized_shape)
-    mean = r.mean(dims, keepdim=True)
-    var = (r - mean).square().mean(dims, keepdim=True)
-    return r, mean, 1 / torch.sqrt(var + eps)
-
-
-def _ref_layer(x, normalized_shape, weight, bias, eps):
-    r, mean, rstd = _ref_layer_stats(x, normalized_shape, eps)
-    y = (r - mean) * rstd
+    dims = _dims(x, normalized)
+    eps = _default_eps(op, x.dtype) if eps is None else eps
+    if op == "rms_norm":
+        rstd = 1 / torch.sqrt(r.square().mean(dims, keepdim=True) + eps)
+        centred, spread = r, r.abs()
+    else:
+        mean = r.mean(dims, keepdim=True)
+        rstd = 1 / torch.sqrt((r - mean).square().mean(dims, keepdim=True) + eps)
+        centred, spread = r - mean, r.abs() + mean.abs()
+    y, scale = centred * rstd, spread * rstd
     if weight is not None:
-        y = y * to_reference(weight)
+        w = to_reference(weight)
+        y, scale = y * w, scale * w.abs()
     if bias is not None:
-        y = y + to_reference(bias)
-    return y
+        b = to_reference(bias)
+        y, scale = y + b, scale + b.abs()
+    return y, scale
 
 
-def _looped(monkeypatch):
-    monkeypatch.setattr(_launch, "MAX_FUSED_SIZE", 64)
-
-
-@pytest.mark.rms_norm
-@pytest.mark.parametrize("affine", AFFINE[:2])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{'x'.join(map(str, c[0]))}-norm{len(c[1])}")
-def test_rms_norm(case, dtype, affine):
-    shape, normalized = case
-    x = _randn(*shape, dtype=dtype, seed=1)
-    weight, _ = _params(normalized, dtype, affine)
-    out = gems.rms_norm(x, list(normalized), weight, 1e-6)
-    assert_close(out, _ref_rms(x, normalized, weight, 1e-6), dtype, reduce_len=math.prod(normalized))
-
-
-@pytest.mark.rms_norm
-@pytest.mark.parametrize("looped", [False, True], ids=["fused", "looped"])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_rms_norm_default_eps(dtype, looped, monkeypatch):
-    # eps=None means float32's epsilon for every input dtype, as torch computes
-    # it (not the much larger finfo(float16).eps).
-    if looped:
-        _looped(monkeypatch)
-    x = _randn(3, 123, dtype=dtype, seed=2) * 0.05
-    out = gems.rms_norm(x, [123])
-    assert_close(out, _ref_rms(x, (123,), None, torch.finfo(torch.float32).eps), dtype, reduce_len=123)
-
-
-@pytest.mark.layer_norm
-@pytest.mark.parametrize("affine", AFFINE)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{'x'.join(map(str, c[0]))}-norm{len(c[1])}")
-def test_layer_norm(case, dtype, affine):
-    shape, normalized = case
-    x = _randn(*shape, dtype=dtype, seed=3, shift=2.0)
-    weight, bias = _params(normalized, dtype, affine)
-    out = gems.layer_norm(x, list(normalized), weight, bias, 1e-5)
-    assert_close(out, _ref_layer(x, normalized, weight, bias, 1e-5), dtype, reduce_len=math.prod(normalized))
-
-
-@pytest.mark.layer_norm
-def test_layer_norm_eps():
-    x = _randn(4, 123, seed=13) * 0.1
-    out = gems.layer_norm(x, [123], eps=0.05)
-    assert_close(out, _ref_layer(x, (123,), None, None, 0.05), torch.float32, reduce_len=123)
-
-
-@pytest.mark.parametrize(
-    "op", [pytest.param("rms_norm", marks=pytest.mark.rms_norm), pytest.param("layer_norm", marks=pytest.mark.layer_norm)]
-)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(3, 781), (2, 3, 200), (1, 65)], ids=str)
-def test_norm_looped(op, shape, dtype, monkeypatch):
-    # Rows wider than the fused block take the two-pass kernels.
-    _looped(monkeypatch)
-    assert not _launch.row_launch(math.prod(shape[:-1]), shape[-1]).fused
-    x = _randn(*shape, dtype=dtype, seed=4, shift=3.0)
-    weight, bias = _params(shape[-1:], dtype, "weight+bias")
-    # A large eps, so a kernel that drops it fails.
+def _call(op, x, normalized, weight, bias, eps):
     if op == "rms_norm":
-        out, ref = gems.rms_norm(x, shape[-1:], weight, 0.5), _ref_rms(x, shape[-1:], weight, 0.5)
-    else:
-        out, ref = gems.layer_norm(x, shape[-1:], weight, bias, 0.5), _ref_layer(x, shape[-1:], weight, bias, 0.5)
-    assert_close(out, ref, dtype, reduce_len=shape[-1])
+        return gems.rms_norm(x, normalized, weight, eps) if eps is not None else gems.rms_norm(x, normalized, weight)
+    if eps is None:
+        return gems.layer_norm(x, normalized, weight, bias)
+    return gems.layer_norm(x, normalized, weight, bias, eps)
 
 
-@pytest.mark.layer_norm
-@pytest.mark.parametrize("looped", [False, True], ids=["fused", "looped"])
-def test_layer_norm_large_mean(looped, monkeypatch):
-    # Values far from zero (mean/std = 300): a naive E[x^2] - E[x]^2 in fp32
-    # loses the variance to cancellation.
-    if looped:
-        _looped(monkeypatch)
-    x = _randn(4, 300, seed=5, shift=300.0)
-    assert_close(gems.layer_norm(x, [300]), _ref_layer(x, (300,), None, None, 1e-5), torch.float32, reduce_len=300)
+def _check(op, x, normalized, weight=None, bias=None, eps=None):
+    """Run the operator and judge it; a failure names the case."""
+    n = math.prod(normalized) if normalized else 1
+    record(x, width=n)
+    out = _call(op, x, list(normalized), weight, bias, eps)
+    try:
+        assert out.shape == x.shape, f"shape {tuple(out.shape)}, expected {tuple(x.shape)}"
+        want, scale = reference(op, x, normalized, weight, bias, eps)
+        assert_close(out, want, x.dtype, reduce_len=n, scale=scale)
+    except AssertionError as e:
+        params = ", ".join(
+            f"{name} {tuple(t.shape)} {t.dtype} stride {t.stride()}" for name, t in (("weight", weight), ("bias", bias)) if t is not None
+        )
+        raise AssertionError(
+            f"{e} [case: {op}(x of shape {tuple(x.shape)}, {x.dtype}, stride {x.stride()}, normalized_shape={list(normalized)}, "
+            f"{params or 'no weight or bias'}, eps={eps})]"
+        ) from None
+    return out
 
 
-@pytest.mark.parametrize(
-    "op", [pytest.param("rms_norm", marks=pytest.mark.rms_norm), pytest.param("layer_norm", marks=pytest.mark.layer_norm)]
-)
-@pytest.mark.parametrize("layout", ["transposed", "sliced"])
-def test_norm_non_contiguous(op, layout):
-    x = _randn(50, 33, seed=6).t() if layout == "transposed" else _randn(20, 99, seed=6)[::2, 1::3]
-    n = x.shape[-1]
-    weight, bias = _params((n,), torch.float32, "weight+bias")
-    if op == "rms_norm":
-        out, ref = gems.rms_norm(x, [n], weight), _ref_rms(x, (n,), weight, torch.finfo(torch.float32).eps)
-    else:
-        out, ref = gems.layer_norm(x, [n], weight, bias), _ref_layer(x, (n,), weight, bias, 1e-5)
-    assert_close(out, ref, torch.float32, reduce_len=n)
+def _values(gen, shape, dtype, op, kind="normal"):
+    x = wide_values(gen, shape, dtype, kind, device="cpu")
+    if op == "layer_norm" and kind == "normal":
+        x = (x.double() + 2.0).to(dtype)  # a mean away from zero
+    return x.to(gems.device)
 
 
-@pytest.mark.rms_norm
-@pytest.mark.layer_norm
-def test_norm_mixed_parameter_dtype():
-    # Half input with float32 parameters: the output keeps the input dtype.
-    x = _randn(3, 123, dtype=torch.float16, seed=7)
-    weight, bias = _params((123,), torch.float32, "weight+bias")
-    out = gems.layer_norm(x, [123], weight, bias)
-    assert out.dtype == torch.float16
-    assert_close(out, _ref_layer(x, (123,), weight, bias, 1e-5), torch.float16, reduce_len=123)
-    out = gems.rms_norm(x, [123], weight)
-    assert out.dtype == torch.float16
-    assert_close(out, _ref_rms(x, (123,), weight, torch.finfo(torch.float32).eps), torch.float16, reduce_len=123)
+def _params(gen, op, affine, shape, dtype):
+    weight = wide_values(gen, shape, dtype, device=gems.device) if "weight" in affine else None
+    bias = wide_values(gen, shape, dtype, device=gems.device) if "bias" in affine else None
+    return weight, bias
 
 
-@pytest.mark.parametrize(
-    "op", [pytest.param("rms_norm", marks=pytest.mark.rms_norm), pytest.param("layer_norm", marks=pytest.mark.layer_norm)]
-)
+def _widths(size_class):
+    if size_tier() == "cpu" and size_class in _CPU_WIDE:
+        return _CPU_WIDE[size_class]
+    return class_widths(size_class)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("size_class", SIZE_CLASSES)
+def test_widths(op, size_class):
+    # Every width of the class once; dtype, parameters and eps rotate so
+    # every dtype meets every class, and so do the parameter sets.
+    gen = torch.Generator().manual_seed(SIZE_CLASSES.index(size_class))
+    affines = AFFINE[op]
+    for i, n in enumerate(_widths(size_class)):
+        rows = 1 if n >= 4096 else 1 + (3 * i) % 7
+        dtype = DTYPES[i % len(DTYPES)]
+        affine = affines[(i // len(DTYPES)) % len(affines)] if n > 1 else affines[-1]
+        eps = (None, 1e-5, 0.5)[(i // 2) % 3]
+        weight, bias = _params(gen, op, affine, (n,), dtype)
+        _check(op, _values(gen, (rows, n), dtype, op), (n,), weight, bias, eps)
+
+
+# (input shape, normalized_shape): several trailing dims, 1-D input, a wide
+# row spread over two dims, a single-element normalised shape.
+SHAPE_CASES = [
+    ((2, 3, 40), (3, 40)),
+    ((2, 3, 4, 50), (3, 4, 50)),
+    ((781,), (781,)),
+    ((3, 90, 100), (90, 100)),
+    ((5, 1), (1,)),
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_normalized_shapes(op):
+    gen = torch.Generator().manual_seed(21)
+    for i, (shape, normalized) in enumerate(SHAPE_CASES):
+        dtype = DTYPES[i % len(DTYPES)]
+        weight, bias = _params(gen, op, AFFINE[op][-1], normalized, dtype)
+        _check(op, _values(gen, shape, dtype, op), normalized, weight, bias, 1e-5)
+
+
+# (layout of x, shape, layout of the parameters): views a caller can pass.
+LAYOUT_CASES = [
+    ("transposed", (50, 33), "contiguous"),
+    ("stepped", (10, 99), "contiguous"),
+    ("padded", (7, 300), "contiguous"),
+    ("padded", (2, 9000), "contiguous"),
+    ("expanded", (4, 3, 70), "contiguous"),
+    ("permuted", (4, 5, 6), "contiguous"),
+    ("contiguous", (6, 200), "stepped"),
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_layouts(op):
+    gen = torch.Generator().manual_seed(22)
+    for i, (layout, shape, param_layout) in enumerate(LAYOUT_CASES):
+        dtype = DTYPES[i % len(DTYPES)]
+        x = with_layout(lambda s: _values(gen, s, dtype, op), shape, layout)
+        n = shape[-1]
+        weight, bias = (
+            with_layout(lambda s: wide_values(gen, s, dtype, device=gems.device), (n,), param_layout)
+            for _ in range(2)
+        )
+        _check(op, x, (n,), weight, bias if op == "layer_norm" else None, 1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_extreme_values(op):
+    # Half inputs whose squares overflow float16 (a half accumulator), bfloat16
+    # inputs beyond float16's range, tiny inputs where eps dominates, and (for
+    # layer_norm) a mean 300 standard deviations from zero, which a naive
+    # E[x^2] - E[x]^2 in float32 loses to cancellation; narrow and wide rows.
+    gen = torch.Generator().manual_seed(23)
+    for n in (300, 20000):
+        _check(op, _values(gen, (2, n), torch.float16, op, "large"), (n,), None, None, 1e-5)
+        _check(op, _values(gen, (2, n), torch.bfloat16, op, "beyond_half"), (n,), None, None, 1e-5)
+        _check(op, (_values(gen, (2, n), torch.float32, op) * 1e-3), (n,), None, None, 1e-4)
+        if op == "layer_norm":
+            x = (wide_values(gen, (2, n), torch.float64, device="cpu") + 300.0).float().to(gems.device)
+            _check(op, x, (n,), None, None, 1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_eps_and_parameters(op):
+    # eps left out, 0 and large, in narrow and wide rows; parameters in
+    # float32 with a half input (the output keeps the input's dtype); for
+    # layer_norm a bias without weight.
+    gen = torch.Generator().manual_seed(24)
+    for i, (n, eps) in enumerate(((123, None), (9000, None), (123, 0.0), (9000, 0.5))):
+        dtype = DTYPES[i % len(DTYPES)]
+        x = _values(gen, (3, n), dtype, op) * 0.05
+        _check(op, x, (n,), None, None, eps)
+    x = _values(gen, (3, 123), torch.float16, op)
+    weight, bias = _params(gen, op, AFFINE[op][-1], (123,), torch.float32)
+    assert _check(op, x, (123,), weight, bias, 1e-5).dtype == torch.float16
+    if op == "layer_norm":
+        for n in (123, 9000):
+            _, bias = _params(gen, op, "bias", (n,), torch.bfloat16)
+            _check(op, _values(gen, (2, n), torch.bfloat16, op), (n,), None, bias, 1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_empty(op):
+    for shape, normalized in (((0, 8), (8,)), ((4, 0), (0,))):
+        x = torch.randn(shape, device=gems.device)
+        record(x, width=normalized[0])
+        assert _call(op, x, list(normalized), None, None, None).shape == shape
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("draw", range(3))
+def test_random_shapes(op, draw, case_rng):
+    # A shape nobody listed: a width from a size class, a few rows, one or
+    # two normalised dims, a dtype, parameters, eps and a layout, all drawn
+    # per seed.
+    lo, hi = case_rng.choice([(1, 16), (17, 1024), (1025, 8192), (8193, 40000)] if draw else [(8193, 40000)])
+    n = case_rng.randint(lo, hi)
+    rows = case_rng.randint(1, max(1, 4096 // n))
+    dtype = case_rng.choice(DTYPES)
+    affine = case_rng.choice(AFFINE[op])
+    eps = case_rng.choice([None, 1e-5, 1e-2])
+    layout = case_rng.choice(["contiguous", "contiguous", "transposed", "stepped", "padded"])
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    x = with_layout(lambda s: _values(gen, s, dtype, op), (rows, n), layout)
+    weight, bias = _params(gen, op, affine, (n,), dtype)
+    _check(op, x, (n,), weight, bias, eps)
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_norm_shape_errors(op):
-    x = _randn(3, 8)
+    x = torch.randn(3, 8, device=gems.device)
     with pytest.raises(RuntimeError, match="normalized_shape"):
         getattr(gems, op)(x, [4])
     with pytest.raises(RuntimeError, match="weight"):
-        getattr(gems, op)(x, [8], _randn(4))
+        getattr(gems, op)(x, [8], torch.randn(4, device=gems.device))
+
+
+# -- native_layer_norm (the library's; no candidate replaces it) -------------
+
+
+def _ref_stats(x, normalized, eps):
+    r = to_reference(x)
+    dims = _dims(x, normalized)
+    mean = r.mean(dims, keepdim=True)
+    return mean, 1 / torch.sqrt((r - mean).square().mean(dims, keepdim=True) + eps)
 
 
 @pytest.mark.native_layer_norm
-@pytest.mark.parametrize("looped", [False, True], ids=["fused", "looped"])
-@pytest.mark.parametrize("affine", AFFINE)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", [((4, 123), (123,)), ((2, 3, 40), (3, 40)), ((781,), (781,))], ids=str)
-def test_native_layer_norm(case, dtype, affine, looped, monkeypatch):
-    if looped:
-        _looped(monkeypatch)
+@pytest.mark.parametrize("affine", AFFINE["layer_norm"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", [((4, 123), (123,)), ((2, 3, 40), (3, 40)), ((781,), (781,)), ((2, 40000), (40000,))], ids=str)
+def test_native_layer_norm(case, dtype, affine):
     shape, normalized = case
-    x = _randn(*shape, dtype=dtype, seed=8, shift=1.0)
-    weight, bias = _params(normalized, dtype, affine)
+    gen = torch.Generator().manual_seed(8)
+    x = _values(gen, shape, dtype, "layer_norm")
+    weight, bias = _params(gen, "layer_norm", affine, normalized, dtype)
     out, mean, rstd = norm_module.native_layer_norm(x, list(normalized), weight, bias, 1e-5)
-    _, ref_mean, ref_rstd = _ref_layer_stats(x, normalized, 1e-5)
+    ref_mean, ref_rstd = _ref_stats(x, normalized, 1e-5)
     # aten's contract: leading dims then one 1 per normalised dim; float32
     # statistics for half inputs on CUDA, the input dtype on CPU.
     stats_dtype = torch.float32 if (x.is_cuda and dtype != torch.float32) else dtype
     n = math.prod(normalized)
     assert mean.shape == rstd.shape == ref_mean.shape
-    assert_close(out, _ref_layer(x, normalized, weight, bias, 1e-5), dtype, reduce_len=n)
-    assert_close(mean, ref_mean, stats_dtype, reduce_len=n)
+    want, scale = reference("layer_norm", x, normalized, weight, bias, 1e-5)
+    assert_close(out, want, dtype, reduce_len=n, scale=scale)
+    assert_close(mean, ref_mean, stats_dtype, reduce_len=n, scale=to_reference(x).abs().amax(_dims(x, normalized), keepdim=True))
     assert_close(rstd, ref_rstd, stats_dtype, reduce_len=n)
+
+
+@pytest.mark.native_layer_norm
+def test_native_layer_norm_of_empty_rows():
+    # [4, 0]: the statistics of an empty row are nan (mean of nothing), as aten's.
+    x = torch.randn(4, 0, device=gems.device)
+    out, mean, rstd = norm_module.native_layer_norm(x, [0], None, None, 1e-5)
+    theirs = torch.ops.aten.native_layer_norm.default(x.cpu(), [0], None, None, 1e-5)
+    assert out.shape == (4, 0) and mean.shape == theirs[1].shape and rstd.shape == theirs[2].shape
+    assert torch.equal(mean.cpu().isnan(), theirs[1].isnan()) and torch.equal(rstd.cpu().isnan(), theirs[2].isnan())
 
 
 @pytest.mark.native_layer_norm
@@ -213,8 +290,8 @@ def test_native_layer_norm_matches_aten_metadata():
     # Same shapes and dtypes as torch's own kernel on this device.
     for dtype in DTYPES:
         for normalized in ([40], [3, 40]):
-            x = _randn(2, 3, 40, dtype=dtype, seed=9)
-            weight, bias = _params(normalized, dtype, "weight+bias")
+            x = torch.randn(2, 3, 40, device=gems.device).to(dtype)
+            weight, bias = torch.randn(normalized, device=gems.device).to(dtype), torch.randn(normalized, device=gems.device).to(dtype)
             ours = norm_module.native_layer_norm(x, normalized, weight, bias, 1e-5)
             theirs = torch.ops.aten.native_layer_norm.default(x, normalized, weight, bias, 1e-5)
             assert [(t.shape, t.dtype) for t in ours] == [(t.shape, t.dtype) for t in theirs]
@@ -225,14 +302,31 @@ def test_native_layer_norm_matches_aten_metadata():
 def test_native_layer_norm_float32_parameters(dtype):
     # Half input with float32 weight and bias: float32 statistics, half output
     # (aten on CPU and on CUDA alike).
-    x = _randn(2, 3, 40, dtype=dtype, seed=10)
-    weight, bias = _params((40,), torch.float32, "weight+bias")
+    gen = torch.Generator().manual_seed(10)
+    x = _values(gen, (2, 3, 40), dtype, "layer_norm")
+    weight, bias = _params(gen, "layer_norm", "weight+bias", (40,), torch.float32)
     out, mean, rstd = norm_module.native_layer_norm(x, [40], weight, bias, 1e-5)
     assert (out.dtype, mean.dtype, rstd.dtype) == (dtype, torch.float32, torch.float32)
-    _, ref_mean, ref_rstd = _ref_layer_stats(x, (40,), 1e-5)
-    assert_close(out, _ref_layer(x, (40,), weight, bias, 1e-5), dtype, reduce_len=40)
-    assert_close(mean, ref_mean, torch.float32, reduce_len=40)
+    ref_mean, ref_rstd = _ref_stats(x, (40,), 1e-5)
+    want, scale = reference("layer_norm", x, (40,), weight, bias, 1e-5)
+    assert_close(out, want, dtype, reduce_len=40, scale=scale)
+    assert_close(mean, ref_mean, torch.float32, reduce_len=40, scale=to_reference(x).abs().amax(-1, keepdim=True))
     assert_close(rstd, ref_rstd, torch.float32, reduce_len=40)
-    if not x.is_cuda:
-        theirs = torch.ops.aten.native_layer_norm.default(x, [40], weight, bias, 1e-5)
-        assert [t.dtype for t in theirs] == [dtype, torch.float32, torch.float32]
+
+
+# -- the library's own two-pass kernels at small widths (skipped for a candidate)
+
+
+@pytest.mark.gems_impl
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
+def test_library_looped(op, dtype, monkeypatch):
+    monkeypatch.setattr(_launch, "MAX_FUSED_SIZE", 64)
+    gen = torch.Generator().manual_seed(4)
+    for shape in ((3, 781), (2, 3, 200), (1, 65)):
+        assert not _launch.row_launch(math.prod(shape[:-1]), shape[-1]).fused
+        weight, bias = _params(gen, op, AFFINE[op][-1], shape[-1:], dtype)
+        _check(op, _values(gen, shape, dtype, op), shape[-1:], weight, bias, 0.5)
+    if op == "layer_norm":
+        out, mean, rstd = norm_module.native_layer_norm(_values(gen, (4, 123), dtype, op), [123], None, None, 1e-5)
+        assert mean.isfinite().all() and rstd.isfinite().all()

@@ -3,10 +3,10 @@
 The reference is computed in float64. A result is judged against the
 magnitude of the values it affects, in two checks:
 
-1. Per element: ``|got - want| <= rtol * mag + atol`` where ``mag`` is
-   ``|want|`` (or the larger of it and a test's ``scale=``), ``rtol`` is the
-   dtype's rounding slack plus the float32 compute slack ``acc * sqrt(n)``
-   of an ``n``-term reduction, and ``atol`` is that compute slack times the
+1. Per element: ``|got - want| <= rtol * |want| + slack * mag + atol``
+   where ``rtol`` is the dtype's rounding slack, ``slack = acc * sqrt(n)``
+   the float32 compute slack of an ``n``-term reduction, ``mag`` is
+   ``|want|`` (or the larger of it and a test's ``scale=``), and ``atol`` is that compute slack times the
    largest ``mag`` compared (times each element's own ``scale`` where a test
    gives one), plus the dtype's floor (its smallest subnormal
    step, or float32's flush-to-zero limit). ``atol`` is never an absolute
@@ -80,8 +80,8 @@ def describe_rule(dtype: torch.dtype, reduce_len: int = 1) -> str:
     rule = _rule(dtype)
     rtol, frac = tolerance(dtype, reduce_len)
     return (
-        f"rule for {dtype}, n={reduce_len}: |got - want| <= {rtol:.3g}*mag + {frac:.3g}*max(mag) (or *scale) + {rule.floor:.3g} "
-        f"(rtol {rule.rtol:g} + {rule.acc:g}*sqrt(n)); bias within {rule.sigmas:g} sigma of one-ulp rounding "
+        f"rule for {dtype}, n={reduce_len}: |got - want| <= {rule.rtol:g}*|want| + {frac:.3g}*mag + {frac:.3g}*max(mag) "
+        f"(or *scale) + {rule.floor:.3g} (slack {rule.acc:g}*sqrt(n)); bias within {rule.sigmas:g} sigma of one-ulp rounding "
         f"+ {frac:.3g}"
     )
 
@@ -169,7 +169,7 @@ def assert_close(
     rule = _rule(dtype)
     if got.numel() == 0:
         return
-    rtol, frac = tolerance(dtype, reduce_len)
+    _, frac = tolerance(dtype, reduce_len)
     mag = want.abs()
     if scale is not None:
         mag = torch.maximum(mag, to_reference(torch.as_tensor(scale)).abs().expand_as(want))
@@ -178,7 +178,9 @@ def assert_close(
     # Without a scale, an element's error may derive from the largest value
     # compared (cancellation); a given scale says per element.
     atol = frac * (float(mag.max()) if scale is None else mag) + rule.floor
-    allowed = rtol * mag + atol
+    # The result's own rounding is relative to itself; the compute slack to
+    # the magnitude of the terms it came from.
+    allowed = rule.rtol * want.abs().nan_to_num(0.0, 0.0, 0.0) + frac * mag + atol
     err = (got - want).abs()
     close = err <= allowed
     # Non-finite references must be matched exactly (inf by inf of its sign).
