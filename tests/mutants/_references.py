@@ -33,7 +33,76 @@ def _addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta:
     return out
 
 
+def _ref(value):
+    """A float64 CPU copy of a tensor argument; anything else as it is."""
+    return to_reference(value) if isinstance(value, torch.Tensor) else value
+
+
+def _cast_first(input: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    # torch casts the input to ``dtype=`` before computing.
+    return to_reference(input.to(dtype) if dtype is not None else input)
+
+
+def _add(input, other, *, alpha=1):
+    return torch.add(_ref(input), _ref(other), alpha=alpha) if alpha != 1 else _ref(input) + _ref(other)
+
+
+def _mul(input, other):
+    return _ref(input) * _ref(other)
+
+
+def _gelu(input, approximate="none"):
+    return torch.nn.functional.gelu(to_reference(input), approximate=approximate)
+
+
+def _silu(input):
+    return torch.nn.functional.silu(to_reference(input))
+
+
+def _reduction(fn):
+    def reference(input, dim=None, keepdim=False, *, dtype=None):
+        x = _cast_first(input, dtype)
+        return fn(x) if dim is None else fn(x, dim, keepdim=keepdim)
+
+    return reference
+
+
+def _amax(input, dim=(), keepdim=False):
+    return torch.amax(to_reference(input), dim, keepdim=keepdim)
+
+
+def _softmax(input, dim=-1, dtype=None):
+    return torch.softmax(_cast_first(input, dtype), dim)
+
+
+def _log_softmax(input, dim=-1, dtype=None):
+    return torch.log_softmax(_cast_first(input, dtype), dim)
+
+
+def _rms_norm(input, normalized_shape, weight=None, eps=None):
+    if eps is None:  # the eps of torch's compute type: float32 below float64
+        eps = torch.finfo(torch.float64 if input.dtype == torch.float64 else torch.float32).eps
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return torch.nn.functional.rms_norm(to_reference(input), shape, _ref(weight), eps)
+
+
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return torch.nn.functional.layer_norm(to_reference(input), shape, _ref(weight), _ref(bias), eps)
+
+
 REFERENCES: dict[str, Callable[..., torch.Tensor]] = {
+    "add": _add,
+    "mul": _mul,
+    "gelu": _gelu,
+    "silu": _silu,
+    "sum": _reduction(torch.sum),
+    "mean": _reduction(torch.mean),
+    "amax": _amax,
+    "softmax": _softmax,
+    "log_softmax": _log_softmax,
+    "rms_norm": _rms_norm,
+    "layer_norm": _layer_norm,
     "mm": _mm,
     "addmm": _addmm,
     "addmm_": _addmm,
