@@ -110,7 +110,7 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
         seed = rng.getrandbits(62)
         chunk, wall_ms = timing.reps(n, seed, first=c == 0)
         _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
-        check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
+        check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, device)
         windows += chunk
         picks = checks.get(c)
         if picks:
