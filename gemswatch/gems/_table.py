@@ -103,6 +103,8 @@ def _adapt_native_layer_norm(fn, input, normalized_shape, weight, bias, eps):
     out = fn(input, normalized_shape, weight, bias, eps)
     x, dims, dtype = _row_stats(input, normalized_shape)
     var, mu = torch.var_mean(x, dims, correction=0, keepdim=True)
+    if 0 in normalized_shape:
+        mu = torch.zeros_like(mu)  # as aten: an empty row has mean 0 (and rstd nan)
     return out, mu.to(dtype), torch.rsqrt(var + eps).to(dtype)
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "dense_permutation",
     "inverse_permutation",
     "tl_dtype",
+    "exact_cast",
     "needs_int64",
     "offsets_need_int64",
 ]
@@ -316,12 +317,38 @@ _TL_DTYPES = {
 }
 
 
-def tl_dtype(dtype: torch.dtype):
-    """The Triton dtype for a torch dtype; TypeError if Triton has none."""
+def tl_dtype(dtype: torch.dtype, op: str = "gems kernels", supported: str | None = None):
+    """The Triton dtype for a torch dtype; TypeError naming ``op``, the dtype
+    and the ``supported`` ones if Triton has none."""
     try:
         return _TL_DTYPES[dtype]
     except KeyError as e:
-        raise TypeError(f"gems kernels do not support dtype {dtype}") from e
+        accepted = f" (supported: {supported})" if supported else ""
+        raise TypeError(f"{op}: dtype {dtype} is not supported{accepted}") from e
+
+
+# Bits of an integer's magnitude, and of a float's significand: an integer
+# converts to a float exactly when its bits fit the significand.
+_INT_BITS = {torch.bool: 1, torch.uint8: 8, torch.int8: 7, torch.int16: 15, torch.int32: 31, torch.int64: 63}
+_SIGNIFICAND_BITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
+
+
+def exact_cast(src: torch.dtype, dst: torch.dtype) -> bool:
+    """True if every ``src`` value converts to ``dst`` exactly: a kernel may
+    then load ``src`` and convert in registers where torch would cast the
+    tensor to ``dst`` first (a cast that rounds must happen up front)."""
+    if src == dst:
+        return True
+    if src in _SIGNIFICAND_BITS and dst in _SIGNIFICAND_BITS:
+        return dst.itemsize > src.itemsize  # fp16 and bf16 do not hold each other
+    if src in _INT_BITS and dst in _SIGNIFICAND_BITS:
+        return _INT_BITS[src] <= _SIGNIFICAND_BITS[dst]
+    if src in _INT_BITS and dst in _INT_BITS and dst != torch.bool:
+        if src == torch.bool:
+            return True
+        low, high = torch.iinfo(src), torch.iinfo(dst)
+        return high.min <= low.min and low.max <= high.max
+    return False
 
 
 def needs_int64(t: torch.Tensor) -> bool:

@@ -550,6 +550,13 @@ def _launch(
 ) -> torch.Tensor:
     """out = alpha * mat1 @ mat2 (+ beta * bias), bias already shaped (M, N).
     ``restore``: ``out`` is also the bias (addmm_), so tuning must put it back."""
+    if alpha == 0 and mat1.dtype == torch.float32:
+        # As torch's fp32 (BLAS) kernels, CPU and CUDA: alpha = 0 skips the
+        # product, so inf and nan in the matrices do not reach the result
+        # (0 * inf would be nan). torch's 16-bit CPU kernels multiply it out,
+        # so 16-bit products keep it. An empty K gives the skip: a zero
+        # accumulator, then beta * bias.
+        mat1, mat2 = mat1[:, :0], mat2[:0, :]
     M, K = mat1.shape
     N = mat2.shape[1]
     if M == 0 or N == 0:
@@ -604,7 +611,7 @@ def addmm(
     (e.g. a bias vector of length N).
 
     As in torch, ``beta == 0`` ignores ``input`` entirely (NaNs in it do not
-    propagate). Returns a new (M, N) tensor of the matrices' dtype. Raises
+    propagate), and for float32 ``alpha == 0`` ignores the matrices. Returns a new (M, N) tensor of the matrices' dtype. Raises
     RuntimeError naming the shapes on a mismatch.
     """
     M, N = _check_operands("addmm", mat1, mat2)

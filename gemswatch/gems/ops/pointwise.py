@@ -4,11 +4,16 @@ One flat kernel per arity walks the output in the memory order of its first
 dense full-size operand (plain contiguous order otherwise). Operands are read
 through up to four coalesced strided dims, so broadcasts, transposes and
 slices need no copies; a contiguous operand collapses to one dim of stride 1
-and loads vectorise. Half types compute in fp32.
+and loads vectorise. Half types compute in fp32, float64 in float64.
+
+A Python float reaches a kernel as an fp32 argument, so each kernel that
+takes a float scalar also takes an fp64-typed copy (``*_fp64``), which only
+its float64 branch reads.
 """
 
 from __future__ import annotations
 
+import numbers
 from numbers import Number
 
 import torch
@@ -45,7 +50,7 @@ def _strided_offsets(offs, size1, size2, size3, stride0, stride1, stride2, strid
 
 @triton.jit
 def _binary_kernel(
-    x_ptr, y_ptr, out_ptr, y_value, alpha, n_elements,
+    x_ptr, y_ptr, out_ptr, y_value, alpha, y_value_fp64: "fp64", alpha_fp64: "fp64", n_elements,
     size1, size2, size3,
     x_stride0, x_stride1, x_stride2, x_stride3,
     y_stride0, y_stride1, y_stride2, y_stride3,
@@ -62,14 +67,29 @@ def _binary_kernel(
     x_offs = _strided_offsets(offs, size1, size2, size3, x_stride0, x_stride1, x_stride2, x_stride3, RANK)
     x = tl.load(x_ptr + x_offs, mask=mask).to(COMPUTE)
     if Y_IS_SCALAR:
-        y = tl.cast(y_value, COMPUTE)
+        if COMPUTE == tl.float64:
+            # The fp64 copies enter the arithmetic as they are: tl.cast, or
+            # a name bound in a branch, rounds a Python float through fp32
+            # under the interpreter.
+            if IS_MUL:
+                out = x * y_value_fp64
+            else:
+                out = x + alpha_fp64 * y_value_fp64
+        else:
+            y = tl.cast(y_value, COMPUTE)
+            if IS_MUL:
+                out = x * y
+            else:
+                out = x + alpha * y
     else:
         y_offs = _strided_offsets(offs, size1, size2, size3, y_stride0, y_stride1, y_stride2, y_stride3, RANK)
         y = tl.load(y_ptr + y_offs, mask=mask).to(COMPUTE)
-    if IS_MUL:
-        out = x * y
-    else:
-        out = x + alpha * y
+        if IS_MUL:
+            out = x * y
+        elif COMPUTE == tl.float64:
+            out = x + alpha_fp64 * y
+        else:
+            out = x + alpha * y
     tl.store(out_ptr + offs, out, mask=mask)
 
 
@@ -89,18 +109,18 @@ def _unary_kernel(
     x_ptr, y_ptr, n_elements,
     size1, size2, size3,
     x_stride0, x_stride1, x_stride2, x_stride3,
-    OP: tl.constexpr, RANK: tl.constexpr, INT64: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    OP: tl.constexpr, COMPUTE: tl.constexpr, RANK: tl.constexpr, INT64: tl.constexpr, BLOCK_SIZE: tl.constexpr,
 ):  # fmt: skip
     """gelu: y = x/2 * (1 + erf(x/sqrt(2))) (gelu_16bit: the same with a
     cheaper erf, for 16-bit tensors), tanh form: y = x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
-    silu: y = x * sigmoid(x). Computed in fp32; x strided, y flat."""
+    silu: y = x * sigmoid(x). Computed in COMPUTE (fp32, or fp64 for float64); x strided, y flat."""
     pid = tl.program_id(0)
     if INT64:
         pid = pid.to(tl.int64)
     offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offs < n_elements
     x_offs = _strided_offsets(offs, size1, size2, size3, x_stride0, x_stride1, x_stride2, x_stride3, RANK)
-    x = tl.load(x_ptr + x_offs, mask=mask).to(tl.float32)
+    x = tl.load(x_ptr + x_offs, mask=mask).to(COMPUTE)
     if OP == "gelu":
         y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
     elif OP == "gelu_16bit":
@@ -206,12 +226,34 @@ def _broadcast_shape(a: torch.Size, b: torch.Size) -> torch.Size:
     return torch.Size(out)
 
 
-def _compute_dtype(dtype: torch.dtype):
+# What the binary kernel accepts: every dtype Triton can load but complex.
+_BINARY_DTYPES = "float16, bfloat16, float32, float64, integers and bool"
+
+
+def _compute_dtype(dtype: torch.dtype, name: str):
     if dtype in (torch.float16, torch.bfloat16, torch.float32):
         return tl.float32
     if dtype == torch.bool:
         return tl.int32
-    return _launch.tl_dtype(dtype)
+    return _launch.tl_dtype(dtype, f"gems.{name}", _BINARY_DTYPES)
+
+
+def _check_alpha(alpha, result_dtype: torch.dtype) -> None:
+    """torch's rule for ``alpha``: it must fit the result's kind (no bool
+    alpha but for bool results, no float alpha for integer ones)."""
+    if isinstance(alpha, bool) and result_dtype != torch.bool:
+        raise RuntimeError("gems.add: Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, complex) and not result_dtype.is_complex:
+        raise RuntimeError("gems.add: For non-complex input tensors, argument alpha must not be a complex number.")
+    if not (result_dtype.is_floating_point or result_dtype.is_complex) and not isinstance(alpha, numbers.Integral):
+        raise RuntimeError(
+            "gems.add: For integral input tensors, argument alpha must not be a floating point number."
+        )
+
+
+def _fp64_scalar(value, compute) -> float:
+    """The fp64-typed copy of a kernel scalar (0.0 where only integer math runs)."""
+    return float(value) if compute == tl.float64 else 0.0
 
 
 def _as_scalar(value, device: torch.device):
@@ -227,21 +269,28 @@ def _binary(input, other, alpha, is_mul: bool) -> torch.Tensor:
     if not tensors:
         raise TypeError("gems add/mul: at least one operand must be a tensor")
     result_dtype = torch.result_type(input, other)
-    compute = _compute_dtype(result_dtype)
+    name = "mul" if is_mul else "add"
+    compute = _compute_dtype(result_dtype, name)
+    if not is_mul:
+        _check_alpha(alpha, result_dtype)
     device = tensors[0].device
     input, other = _as_scalar(input, device), _as_scalar(other, device)
     if not isinstance(input, torch.Tensor):
         if is_mul:
             input, other = other, input
         else:
-            input = torch.full((), input, dtype=result_dtype, device=device)
+            # Through float64 like torch's scalars: a float64 result keeps
+            # every digit, a narrower one rounds (1e300 -> inf) instead of raising.
+            wide = torch.float64 if result_dtype.is_floating_point else None
+            input = torch.tensor(input, dtype=wide, device=device).to(result_dtype)
     if not isinstance(other, torch.Tensor):
         # fold alpha on the host: out = x + (alpha * other)
         value = other if is_mul else other * alpha
         plan = _Plan(input.shape, result_dtype, device, [input])
         if plan.n_elements:
             _binary_kernel[plan.grid](
-                plan.operands[0], plan.operands[0], plan.flat, value, 1, plan.n_elements,
+                plan.operands[0], plan.operands[0], plan.flat, value, 1, _fp64_scalar(value, compute), 1.0,
+                plan.n_elements,
                 *plan.sizes, *plan.strides[0], 0, 0, 0, 0,
                 IS_MUL=is_mul, Y_IS_SCALAR=True, COMPUTE=compute, **plan.meta,
             )  # fmt: skip
@@ -252,7 +301,8 @@ def _binary(input, other, alpha, is_mul: bool) -> torch.Tensor:
     plan = _Plan(out_shape, result_dtype, device, [input, other])
     if plan.n_elements:
         _binary_kernel[plan.grid](
-            plan.operands[0], plan.operands[1], plan.flat, 0, alpha, plan.n_elements,
+            plan.operands[0], plan.operands[1], plan.flat, 0, alpha, 0.0, _fp64_scalar(alpha, compute),
+            plan.n_elements,
             *plan.sizes, *plan.strides[0], *plan.strides[1],
             IS_MUL=is_mul, Y_IS_SCALAR=False, COMPUTE=compute, **plan.meta,
         )  # fmt: skip
@@ -270,6 +320,8 @@ def add(input: torch.Tensor, other: torch.Tensor | Number, *, alpha: Number = 1)
         A new tensor of the broadcast shape and the promoted dtype.
     Raises:
         TypeError: for dtypes the kernels do not support (complex).
+        RuntimeError: ``alpha`` does not fit the result dtype (as torch: a
+            float alpha for integer results, a bool alpha for non-bool ones).
     """
     return _binary(input, other, alpha, is_mul=False)
 
@@ -288,15 +340,20 @@ def mul(input: torch.Tensor, other: torch.Tensor | Number) -> torch.Tensor:
     return _binary(input, other, 1, is_mul=True)
 
 
+_UNARY_DTYPES = "float16, bfloat16, float32, float64"
+
+
 def _unary(input: torch.Tensor, op: str, name: str) -> torch.Tensor:
     if not input.dtype.is_floating_point:
-        raise TypeError(f"gems.{name}: expected a floating point tensor, got {input.dtype}")
-    _launch.tl_dtype(input.dtype)  # rejects dtypes Triton cannot load
+        raise TypeError(f"gems.{name}: dtype {input.dtype} is not supported (supported: {_UNARY_DTYPES})")
+    _launch.tl_dtype(input.dtype, f"gems.{name}", _UNARY_DTYPES)  # rejects float8
+    compute = tl.float64 if input.dtype == torch.float64 else tl.float32
     plan = _Plan(input.shape, input.dtype, input.device, [input])
     if plan.n_elements:
         _unary_kernel[plan.grid](
-            plan.operands[0], plan.flat, plan.n_elements, *plan.sizes, *plan.strides[0], OP=op, **plan.meta
-        )
+            plan.operands[0], plan.flat, plan.n_elements, *plan.sizes, *plan.strides[0], OP=op, COMPUTE=compute,
+            **plan.meta,
+        )  # fmt: skip
     return plan.out
 
 

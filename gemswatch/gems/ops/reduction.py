@@ -5,6 +5,7 @@ run of adjacent reduced dims becomes one (outer, reduce, inner) problem: a
 row kernel when the reduced dims are innermost, a column kernel otherwise.
 Sums accumulate in fp32 (fp64 for float64, int64 for integers). A short grid
 over a long reduced axis is split into partial results and reduced again.
+A complex sum or mean is that of its real and imaginary parts.
 """
 
 from __future__ import annotations
@@ -37,21 +38,25 @@ def _accumulate(acc, x, IS_MAX: tl.constexpr):
 
 
 @triton.jit
-def _finish(acc, scale, AXIS: tl.constexpr, IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr):
+def _finish(acc, scale, scale_fp64, AXIS: tl.constexpr, IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr):
     """Reduce the accumulator tile along AXIS (sum, or max for IS_MAX), times
-    scale when APPLY_SCALE."""
+    scale when APPLY_SCALE (an fp64 accumulator takes the fp64-typed copy:
+    a Python float reaches a kernel as an fp32 argument)."""
     if IS_MAX:
         result = tl.reduce(acc, AXIS, _max_propagate_nan)
     else:
         result = tl.sum(acc, AXIS)
     if APPLY_SCALE:
-        result = result * scale
+        if acc.dtype == tl.float64:
+            result = result * scale_fp64
+        else:
+            result = result * scale
     return result
 
 
 @triton.jit
 def _reduce_rows_kernel(
-    x_ptr, out_ptr, scale, n_rows, n_cols, cols_per_split,
+    x_ptr, out_ptr, scale, scale_fp64: "fp64", n_rows, n_cols, cols_per_split,
     IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
@@ -71,13 +76,13 @@ def _reduce_rows_kernel(
         mask = row_mask[:, None] & (cols < col_end)[None, :]
         x = tl.load(x_rows + cols[None, :], mask=mask, other=IDENTITY).to(ACC)
         acc = _accumulate(acc, x, IS_MAX)
-    result = _finish(acc, scale, 1, IS_MAX, APPLY_SCALE)
+    result = _finish(acc, scale, scale_fp64, 1, IS_MAX, APPLY_SCALE)
     tl.store(out_ptr + rows * n_splits + split, result, mask=row_mask)
 
 
 @triton.jit
 def _reduce_columns_kernel(
-    x_ptr, out_ptr, scale, n_reduce, n_inner, rows_per_split,
+    x_ptr, out_ptr, scale, scale_fp64: "fp64", n_reduce, n_inner, rows_per_split,
     IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
 ):  # fmt: skip
@@ -99,8 +104,24 @@ def _reduce_columns_kernel(
         mask = (n < n_end)[:, None] & inner_mask[None, :]
         x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=IDENTITY).to(ACC)
         acc = _accumulate(acc, x, IS_MAX)
-    result = _finish(acc, scale, 0, IS_MAX, APPLY_SCALE)
+    result = _finish(acc, scale, scale_fp64, 0, IS_MAX, APPLY_SCALE)
     tl.store(out_ptr + (outer * n_splits + split) * n_inner + inner, result, mask=inner_mask)
+
+
+_INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_COMPLEX = (torch.complex64, torch.complex128)
+_SUPPORTED = {
+    "sum": "float16, bfloat16, float32, float64, complex64, complex128, integers and bool",
+    "mean": "float16, bfloat16, float32, float64, complex64, complex128 (and integer or bool input with a float dtype)",
+    "amax": "float16, bfloat16, float32, float64, integers and bool",
+}
+
+
+def _check_dtype(dtype: torch.dtype, name: str, complex_ok: bool) -> None:
+    if dtype in _INTEGERS or dtype in _FLOATS or (complex_ok and dtype in _COMPLEX):
+        return
+    raise TypeError(f"gems.{name}: dtype {dtype} is not supported (supported: {_SUPPORTED[name]})")
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -110,9 +131,7 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
         return torch.float64
     if dtype.is_floating_point:
         return torch.float32
-    if dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool):
-        return torch.int64
-    raise TypeError(f"gems reductions do not support dtype {dtype}")
+    return torch.int64
 
 
 def _identity(dtype: torch.dtype, is_max: bool):
@@ -146,13 +165,13 @@ def _reduce_3d(
     if n_inner == 1:
         grid = (_launch.cdiv(n_outer, launch.block_outer), launch.n_splits)
         _reduce_rows_kernel[grid](
-            x, dst, scale, n_outer, n_reduce, launch.per_split,
+            x, dst, scale, scale, n_outer, n_reduce, launch.per_split,
             BLOCK_M=launch.block_outer, BLOCK_N=launch.block_reduce, **meta,
         )  # fmt: skip
     else:
         grid = (n_outer * _launch.cdiv(n_inner, launch.block_inner), launch.n_splits)
         _reduce_columns_kernel[grid](
-            x, dst, scale, n_reduce, n_inner, launch.per_split,
+            x, dst, scale, scale, n_reduce, n_inner, launch.per_split,
             BLOCK_N=launch.block_reduce, BLOCK_K=launch.block_inner, STAGES=launch.stages, **meta,
         )  # fmt: skip
     if split:
@@ -193,6 +212,12 @@ def _reduce(
     if math.prod(out_shape) == 0:
         return torch.empty(out_shape, dtype=out_dtype, device=input.device)
     if n_reduced == 0:
+        if is_max and (dim is None or (not isinstance(dim, int) and len(dim) == 0)):
+            # torch's wording and type when no dim was named
+            raise RuntimeError(
+                f"gems.{name}: Expected reduction dim to be specified for input.numel() == 0 "
+                f"(shape {tuple(input.shape)})"
+            )
         if is_max:
             raise IndexError(f"gems.{name}: cannot reduce over a dim of size 0 (shape {tuple(input.shape)})")
         return torch.full(out_shape, math.nan if mean else 0, dtype=out_dtype, device=input.device)
@@ -263,21 +288,33 @@ def _reduce(
 
 
 def _check_float(dtype: torch.dtype, name: str) -> None:
-    if not dtype.is_floating_point:
+    if not (dtype.is_floating_point or dtype.is_complex):
         raise RuntimeError(
             f"gems.{name}: could not infer output dtype; input dtype must be floating point, got {dtype}"
         )
 
 
 def _cast_for(input: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
-    """torch casts the input to ``dtype`` before reducing; a widening cast
-    happens in the kernel's load, a narrowing one (which rounds) up front."""
-    if dtype is None or dtype == input.dtype:
+    """torch casts the input to ``dtype`` before reducing; an exact cast
+    happens in the kernel's load, one that rounds (or truncates) up front."""
+    if dtype is None or _launch.exact_cast(input.dtype, dtype):
         return input
-    widening = (input.dtype.is_floating_point <= dtype.is_floating_point) and (
-        input.dtype.itemsize <= dtype.itemsize or not input.dtype.is_floating_point
-    )
-    return input if widening else input.to(dtype)
+    return input.to(dtype)  # of a complex input, torch keeps the real part
+
+
+def _reduce_complex(
+    input: torch.Tensor, dim, keepdim: bool, out_dtype: torch.dtype, name: str, mean: bool
+) -> torch.Tensor:
+    """A complex sum (or mean) as the sums of the real and imaginary parts:
+    the same reduction of ``view_as_real(input)``, which adds a last dim of 2."""
+    if input.dtype != out_dtype:
+        input = input.to(out_dtype)  # torch casts first (complex128 -> complex64 rounds)
+    dims = _normalize_dims(dim, input.dim(), name)
+    if not dims:  # a 0-dim input: nothing to reduce
+        return input.clone()
+    parts = torch.view_as_real(input.resolve_conj())
+    result = _reduce(parts, dims, keepdim, False, parts.dtype, name, mean=mean)
+    return torch.view_as_complex(result)
 
 
 def sum(
@@ -295,8 +332,12 @@ def sum(
     Raises:
         IndexError: a dim is out of range. RuntimeError: a dim repeats.
     """
+    _check_dtype(input.dtype, "sum", complex_ok=True)
     if dtype is None:
-        dtype = input.dtype if input.dtype.is_floating_point else torch.int64
+        dtype = input.dtype if input.dtype.is_floating_point or input.is_complex() else torch.int64
+    _check_dtype(dtype, "sum", complex_ok=True)
+    if dtype.is_complex:
+        return _reduce_complex(input, dim, keepdim, dtype, "sum", mean=False)
     return _reduce(_cast_for(input, dtype), dim, keepdim, False, dtype, "sum")
 
 
@@ -316,8 +357,12 @@ def mean(
         RuntimeError: the result dtype is not floating point, or a dim repeats.
         IndexError: a dim is out of range.
     """
+    _check_dtype(input.dtype, "mean", complex_ok=True)
     dtype = dtype or input.dtype
     _check_float(dtype, "mean")
+    _check_dtype(dtype, "mean", complex_ok=True)
+    if dtype.is_complex:
+        return _reduce_complex(input, dim, keepdim, dtype, "mean", mean=True)
     return _reduce(_cast_for(input, dtype), dim, keepdim, False, dtype, "mean", mean=True)
 
 
@@ -334,4 +379,5 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     Raises:
         IndexError: a dim is out of range or a reduced dim has size 0.
     """
+    _check_dtype(input.dtype, "amax", complex_ok=False)
     return _reduce(input, dim, keepdim, True, input.dtype, "amax")

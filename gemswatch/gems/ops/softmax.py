@@ -6,7 +6,8 @@ several per program, rows up to ``_launch.MAX_FUSED_SIZE`` take one pass in
 registers (tiles of 64 KiB and more on a persistent grid that prefetches the
 next rows, see ``_launch.pipelined_grid``), wider rows an online pass
 (running max and rescaled sum) followed by a write pass. With inner > 1 a program owns a block of contiguous columns
-of one slab and does the same down the columns. Math in fp32.
+of one slab and does the same down the columns. Math in fp32, or in fp64 for
+a float64 result (``COMPUTE``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def _softmax_tile(x, AXIS: tl.constexpr, LOG: tl.constexpr):
     if LOG:
         shifted = x - row_max
         y = shifted - tl.log(tl.sum(tl.exp(shifted), AXIS, keep_dims=True))
+    elif x.dtype == tl.float64:
+        numerator = tl.exp(x - row_max)
+        y = numerator / tl.sum(numerator, AXIS, keep_dims=True)
     else:
         # exp(x - max) as exp2(x * log2(e) - max * log2(e)): one FMA before
         # the exp2 per element. One division per row: a full-precision divide
@@ -49,8 +53,9 @@ def _online_update(m, d, x):
 
 @triton.jit
 def _softmax_rows_kernel(
-    x_ptr, y_ptr, n_rows, n_cols, LOG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr
-):
+    x_ptr, y_ptr, n_rows, n_cols,
+    LOG: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+):  # fmt: skip
     """y = exp(x - max(x)) / sum(exp(x - max(x))) per row (LOG: y = x - max - log(sum));
     BLOCK_M whole rows of a contiguous (n_rows, n_cols) x per tile. A program
     walks tiles pid, pid + programs, ...; STAGES > 1 prefetches the next
@@ -65,24 +70,24 @@ def _softmax_rows_kernel(
             x_ptr + load_rows.to(tl.int64)[:, None] * n_cols + cols[None, :],
             mask=(cols < n_cols)[None, :],
             other=float("-inf"),
-        ).to(tl.float32)
+        ).to(COMPUTE)
         y = _softmax_tile(x, 1, LOG)
         mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
         tl.store(y_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], y, mask=mask)
 
 
 @triton.jit
-def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N: tl.constexpr):
+def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr):
     """The same per row for rows wider than one block: a pass keeps a running
     max m and sum d = sum(exp(x - m)) per lane, rescaling d when m grows; a second pass writes y."""
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * n_cols
     y_row = y_ptr + row * n_cols
-    m = tl.full((BLOCK_N,), float("-inf"), tl.float32)
-    d = tl.zeros((BLOCK_N,), tl.float32)
+    m = tl.full((BLOCK_N,), float("-inf"), COMPUTE)
+    d = tl.zeros((BLOCK_N,), COMPUTE)
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(COMPUTE)
         m, d = _online_update(m, d, x)
     row_max = tl.max(m, 0)
     row_sum = tl.sum(d * tl.exp(m - row_max), 0)
@@ -91,7 +96,7 @@ def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < n_cols
-        x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(COMPUTE)
         if LOG:
             y = x - row_max - log_sum
         else:
@@ -102,7 +107,7 @@ def _softmax_rows_online_kernel(x_ptr, y_ptr, n_cols, LOG: tl.constexpr, BLOCK_N
 @triton.jit
 def _softmax_columns_kernel(
     x_ptr, y_ptr, n_reduce, n_inner,
-    LOG: tl.constexpr, FUSED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    LOG: tl.constexpr, COMPUTE: tl.constexpr, FUSED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """y[a, :, k] = softmax(x[a, :, k]) (LOG: log_softmax) for contiguous (n_outer, n_reduce, n_inner) x;
     one program per (a, block of BLOCK_K columns); FUSED holds the whole column, else online + write pass."""
@@ -121,17 +126,17 @@ def _softmax_columns_kernel(
         n = tl.arange(0, BLOCK_N)
         mask = (n < n_reduce)[:, None] & inner_mask[None, :]
         offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
-        x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
+        x = tl.load(x_slab + offs, mask=mask, other=other).to(COMPUTE)
         y = _softmax_tile(x, 0, LOG)
         tl.store(y_slab + offs, y, mask=mask)
     else:
-        m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), tl.float32)
-        d = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+        m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), COMPUTE)
+        d = tl.zeros((BLOCK_N, BLOCK_K), COMPUTE)
         for start in range(0, n_reduce, BLOCK_N):
             n = start + tl.arange(0, BLOCK_N)
             mask = (n < n_reduce)[:, None] & inner_mask[None, :]
             offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
-            x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
+            x = tl.load(x_slab + offs, mask=mask, other=other).to(COMPUTE)
             m, d = _online_update(m, d, x)
         col_max = tl.max(m, 0)
         col_sum = tl.sum(d * tl.exp(m - col_max[None, :]), 0)
@@ -141,7 +146,7 @@ def _softmax_columns_kernel(
             n = start + tl.arange(0, BLOCK_N)
             mask = (n < n_reduce)[:, None] & inner_mask[None, :]
             offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
-            x = tl.load(x_slab + offs, mask=mask, other=other).to(tl.float32)
+            x = tl.load(x_slab + offs, mask=mask, other=other).to(COMPUTE)
             if LOG:
                 y = x - col_max[None, :] - log_sum[None, :]
             else:
@@ -149,19 +154,29 @@ def _softmax_columns_kernel(
             tl.store(y_slab + offs, y, mask=mask)
 
 
+_SUPPORTED = "float16, bfloat16, float32, float64 results (integer and bool inputs with a float dtype)"
+
+
 def _softmax(input: torch.Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -> torch.Tensor:
     out_dtype = dtype or input.dtype
-    if not out_dtype.is_floating_point:
-        raise TypeError(f"gems.{name}: expected a floating point result dtype, got {out_dtype}")
-    if out_dtype != input.dtype and (input.dtype.itemsize > out_dtype.itemsize or not input.dtype.is_floating_point):
-        input = input.to(out_dtype)  # torch casts first; a narrowing cast rounds the input
-    _launch.tl_dtype(input.dtype)
     ndim = input.dim()
     rank = max(ndim, 1)
     if not -rank <= dim < rank:
         raise IndexError(f"gems.{name}: dim {dim} is out of range for a tensor of {ndim} dims")
-    if input.numel() == 0:
+    if input.numel() == 0:  # as torch, whatever the dtypes: nothing to compute
         return torch.empty_like(input, dtype=out_dtype)
+    if not out_dtype.is_floating_point or input.is_complex():
+        raise TypeError(
+            f"gems.{name}: dtype {input.dtype if input.is_complex() else out_dtype} is not supported "
+            f"(supported: {_SUPPORTED})"
+        )
+    _launch.tl_dtype(out_dtype, f"gems.{name}", _SUPPORTED)  # rejects float8
+    if not (input.dtype.is_floating_point and _launch.exact_cast(input.dtype, out_dtype)):
+        # torch casts the input to ``dtype`` first; only an exact float
+        # cast may wait for the kernel's load (fp16 -> bf16 rounds, say, and
+        # an integer load would turn the -inf padding into a number).
+        input = input.to(out_dtype)
+    compute = tl.float64 if out_dtype == torch.float64 else tl.float32
     if ndim == 0:
         x, order, dim = input.reshape(1), None, 0
     else:
@@ -183,18 +198,19 @@ def _softmax(input: torch.Tensor, dim: int, dtype: torch.dtype | None, log: bool
             tile_bytes = launch.block_rows * launch.block_cols * x.element_size()
             grid, stages = _launch.pipelined_grid(launch.grid(n_outer)[0], tile_bytes, x.device)
             _softmax_rows_kernel[grid](
-                x, y, n_outer, n, LOG=log, BLOCK_M=launch.block_rows, BLOCK_N=launch.block_cols,
+                x, y, n_outer, n, LOG=log, COMPUTE=compute, BLOCK_M=launch.block_rows, BLOCK_N=launch.block_cols,
                 STAGES=stages, num_warps=launch.num_warps,
             )  # fmt: skip
         else:
             _softmax_rows_online_kernel[(n_outer,)](
-                x, y, n, LOG=log, BLOCK_N=launch.block_cols, num_warps=launch.num_warps
+                x, y, n, LOG=log, COMPUTE=compute, BLOCK_N=launch.block_cols, num_warps=launch.num_warps
             )
     else:
         block_n, block_k, fused, num_warps = _launch.column_launch(n, n_inner)
         grid = (n_outer * _launch.cdiv(n_inner, block_k),)
         _softmax_columns_kernel[grid](
-            x, y, n, n_inner, LOG=log, FUSED=fused, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps
+            x, y, n, n_inner, LOG=log, COMPUTE=compute, FUSED=fused, BLOCK_N=block_n, BLOCK_K=block_k,
+            num_warps=num_warps,
         )
     if ndim == 0:
         return y.reshape(())
