@@ -143,7 +143,9 @@ def test_normalized_shapes(op):
     for i, (shape, normalized) in enumerate(SHAPE_CASES):
         dtype = DTYPES[i % len(DTYPES)]
         weight, bias = _params(gen, op, AFFINE[op][-1], normalized, dtype)
-        _check(op, _values(gen, shape, dtype, op), normalized, weight, bias, 1e-5)
+        # A spread near sqrt(eps) every other case, so where eps goes shows.
+        x = _values(gen, shape, dtype, op) * (0.1 if i % 2 else 1.0)
+        _check(op, x, normalized, weight, bias, 0.01 if i % 2 else 1e-5)
 
 
 # (layout of x, shape, layout of the parameters): views a caller can pass.

@@ -44,7 +44,7 @@ def _cast_first(input: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
 
 
 def _add(input, other, *, alpha=1):
-    return torch.add(_ref(input), _ref(other), alpha=alpha) if alpha != 1 else _ref(input) + _ref(other)
+    return _ref(input) + alpha * _ref(other) if alpha != 1 else _ref(input) + _ref(other)
 
 
 def _mul(input, other):
