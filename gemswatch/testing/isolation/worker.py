@@ -20,6 +20,7 @@ lives in an argument's memory) only sharpens the judge's messages.
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import socket
 import sys
@@ -104,8 +105,9 @@ def _plain_outputs(value: Any) -> tuple[Any, list[str]]:
 
 
 class _Worker:
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, preload: threading.Thread | None = None):
         self.sock = sock
+        self.preload = preload  # joined before a candidate loads: two threads never import at once
         self.files: dict[str, LoadedFile] = {}
         self.timed: TimedCase | None = None
         self.results = _Returned()
@@ -115,6 +117,8 @@ class _Worker:
     def answer(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         op = header.get("op")
         if op == "load":
+            if self.preload is not None:
+                self.preload.join()
             path = str(header.get("path"))
             try:
                 self.files[path] = _load_module(Path(path), str(header.get("shown") or path))
@@ -231,6 +235,25 @@ def _start_device() -> None:
     threading.Thread(target=start, name="gemswatch-cuda-start", daemon=True).start()
 
 
+# What candidates build on, imported while the judge imports the library
+# (the candidate's own import of them then finds them loaded). Imported,
+# never enabled: a candidate's torch calls still reach torch's kernels.
+PRELOAD = ("triton", "triton.language", "gemswatch.gems")
+
+
+def _preload() -> threading.Thread:
+    def load() -> None:
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the candidate's own import reports it
+                return
+
+    thread = threading.Thread(target=load, name="gemswatch-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def _write_back(inputs: transport.Packed) -> None:
     """Copy device inputs back into the shared file, so the judge sees what
     the candidate wrote (CPU inputs live in the file already)."""
@@ -250,7 +273,7 @@ def serve(sock: socket.socket, scratch: Path | None = None, protected: tuple[Pat
         box = restrict(list(protected) + [Path.cwd()], scratch)
         print(f"gemswatch: {box.describe()}", file=sys.stderr, flush=True)
     _start_device()
-    worker = _Worker(sock)
+    worker = _Worker(sock, preload=_preload())
     while True:
         try:
             header, fd = transport.receive(sock)
