@@ -25,7 +25,7 @@ from .stage import reaper as care
 
 __all__ = ["main"]
 
-_VALUE_OPTS = {"--config", "--benchmark", "--jobs", "--limit", "--svg"}
+_VALUE_OPTS = {"--config", "--benchmark", "--jobs", "--limit", "--svg", "--seed"}
 
 EXAMPLES = """\
 examples:
@@ -54,6 +54,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--jobs", type=_positive_int, metavar="N", default=None, help="stages at once (default: CPUs on CPU, GPUs on CUDA)")
     g.add_argument(
+        "--seed",
+        type=_seed,
+        metavar="N",
+        default=None,
+        help="seed of the correctness stages' randomly drawn cases (default: a fresh one per stage; "
+        "a report and the dashboard name it, so --seed replays it)",
+    )
+    g.add_argument(
         "--cold",
         action="store_true",
         help="start every stage as a fresh interpreter (no warm pool; default: config's `warm:`)",
@@ -64,6 +72,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--poll", action="store_true", help="polling observer (network or container file systems)")
     g.add_argument("-v", "--verbose", action="store_true", help="more detail: commands, logs")
     g.add_argument("--svg", metavar="PATH", default=None, help="on exit, write the dashboard as an SVG picture")
+
+
+def _seed(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer (the seed a report names), got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {n}")
+    return n
 
 
 def _positive_int(text: str) -> int:

@@ -49,6 +49,7 @@ class Cell:
     started: float | None = None  # monotonic time while running
     duration: float | None = None
     message: str = ""
+    seed: int | None = None  # of a correctness stage's drawn cases
 
 
 @dataclass
@@ -190,6 +191,7 @@ class DashboardState:
             calls=sum((ev.get("candidate_calls") or {}).values()),
             duration=ev.get("duration_s"),
             message=str(ev.get("message") or ""),
+            seed=ev.get("seed") if isinstance(ev.get("seed"), int) else None,
         )
         if stage == "benchmark" and ev.get("status") == "passed":
             _take_speedup(row, ev)
@@ -248,6 +250,8 @@ def _cell(cell: Cell | None, now: float) -> Text:
         bits.append(f"{cell.calls} calls")
     if cell.duration is not None and cell.status not in ("running", "queued", "not_run"):
         bits.append(f"{cell.duration:.1f}s")
+    if cell.seed is not None:
+        bits.append(f"seed {cell.seed}")
     if bits:
         t.append("\n" + " · ".join(bits), style="dim")
     return t

@@ -126,6 +126,8 @@ def format_plain(record: dict[str, Any], verbose: bool = False) -> str | None:
             detail.append(s)
         if record.get("duration_s") is not None and record.get("status") != "not_run":
             detail.append(f"{record['duration_s']:.1f}s")
+        if record.get("seed") is not None:
+            detail.append(f"seed {record['seed']}")
         line = " ".join(bits)
         if detail:
             line += " (" + ", ".join(detail) + ")"

@@ -64,8 +64,10 @@ class Session:
         notify: Callable[[str], None] | None = None,
         stages: StageRunner | None = None,
         warm: bool | None = None,
+        seed: int | None = None,
     ):
-        self.config = config
+        self.seed_override = seed  # the correctness stages' --seed, kept across reloads
+        self.config = config if seed is None else replace(config, seed=seed)
         self.device = device
         self.bus = bus
         self.jobs_override = jobs
@@ -354,6 +356,8 @@ class Session:
                 kept_last_good=True,
             )
             return False
+        if self.seed_override is not None:
+            new = replace(new, seed=self.seed_override)
         old_map = self.map
         old_cands = {str(c.path): c for c in old_map.candidates()}
         self.config = new

@@ -303,3 +303,11 @@ def test_overall_status():
     assert overall_status([ERROR, NOT_RUN]) == ERROR
     assert overall_status([PASSED, FAILED, NOT_RUN]) == FAILED
     assert overall_status([]) == NOT_RUN
+
+
+def test_the_seed_of_a_correctness_report_is_kept_whatever_the_verdict():
+    report = {**ours([rec("a", calls=2)]), "seed": 987}
+    assert decide("correctness", Outcome(0), report, OPS).seed == 987
+    failed = {**ours([rec("t::b", "failed", message="boom")], "failed"), "seed": 5}
+    assert decide("correctness", Outcome(1), failed, OPS).seed == 5
+    assert decide("correctness", Outcome(0), ours([rec("a", calls=2)]), OPS).seed is None  # an older report

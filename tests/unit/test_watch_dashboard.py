@@ -183,3 +183,12 @@ def test_a_new_save_clears_stages_it_does_not_run_and_dims_an_old_speedup():
     st.apply(ev("run_queued", run_id="r3", stages=["preflight", "correctness"], content_sha256="cd" * 32))
     assert "benchmark" not in st.rows[CAND].cells
     assert "earlier abababab" in screen(render(st))
+
+
+def test_the_correctness_cell_and_line_name_the_seed_that_replays_it():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness"]))
+    st.apply(finished("correctness", "failed", seed=4242, message="t::a: boom"))
+    assert "seed 4242" in screen(render(st))
+    assert "seed 4242" in format_plain(finished("correctness", "passed", seed=4242))
+    assert "seed" not in format_plain(finished("preflight", "passed"))

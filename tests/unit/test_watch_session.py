@@ -266,3 +266,23 @@ def test_a_symlinked_candidate_runs_when_the_file_it_points_to_changes(proj):
     assert h.snapshots[-1] == target.read_bytes()  # the bytes it points to
     assert dict(s.watch_roots())[elsewhere.resolve()] is False  # the folder it points into is watched
     s.stop()
+
+
+def test_a_seed_given_on_the_command_line_reaches_every_correctness_command_across_reloads(proj):
+    from gemswatch.watch.stage.plan import stage_command
+
+    h = Harness(proj)
+    session = Session(load_config(proj / "config.yaml"), DeviceInfo("cpu"), h.bus, jobs=1,
+                      stages=FunctionStages(h.execute), seed=1234)
+    try:
+        (proj / "config.yaml").write_text(CONFIG + "\n# edited\n")
+        assert session.reload_config()
+        cand = session.candidates()[0]
+        cmd = stage_command(session.config, cand, "correctness", cand.path, proj / "report.json")
+        assert cmd[cmd.index("--seed") + 1] == "1234"
+    finally:
+        session.stop()
+    # Without it, each correctness stage draws a seed of its own.
+    plain = load_config(proj / "config.yaml")
+    cand = Session(plain, DeviceInfo("cpu"), EventBus(), jobs=1, stages=FunctionStages(h.execute)).candidates()[0]
+    assert "--seed" not in stage_command(plain, cand, "correctness", cand.path, proj / "report.json")

@@ -101,6 +101,7 @@ def open_session(args: argparse.Namespace, cfg: Config, watch_override: Path | N
         benchmark=args.benchmark,
         watch_override=watch_override,
         warm=False if getattr(args, "cold", False) else None,
+        seed=getattr(args, "seed", None),
     )
     out = Output(args, bus, cfg, device, session.jobs, session.policy)
     session.notify = out.note

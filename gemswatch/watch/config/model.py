@@ -108,6 +108,7 @@ class Config:
     operators: dict[str, OperatorSpec]
     preload: tuple[str, ...] = ()
     warm: bool = True
+    seed: int | None = None  # the correctness stages' --seed (command line only: `gemswatch --seed N`)
     warnings: tuple[ConfigIssue, ...] = ()
     text_sha256: str = ""
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)

@@ -75,6 +75,8 @@ def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Pa
         cmd += ["--level", config.level]
     if stage == "preflight":
         cmd += ["--preflight-only"]
+    if stage == "correctness" and config.seed is not None:
+        cmd += ["--seed", str(config.seed)]  # replays the cases a report's seed drew
     for op, func in candidate.operators:
         cmd += ["--override", f"{op}:{snapshot}:{func}"]
     cmd += ["--record", "json", "--output", str(output)]

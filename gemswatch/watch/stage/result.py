@@ -79,6 +79,7 @@ class StageResult:
     warm: bool = False  # forked from the warm pool
     log_tail: str = ""
     speedup_prev: float | None = None
+    seed: int | None = None  # of a correctness stage's drawn cases (replay: --seed)
 
     def event_fields(self) -> dict[str, Any]:
         """The ``stage_finished`` fields of this result (docs/watch.md)."""
@@ -96,6 +97,8 @@ class StageResult:
             "warm": self.warm,
             "device": self.device,
         }
+        if self.seed is not None:
+            fields["seed"] = self.seed
         if self.first_failure:
             fields["first_failure"] = self.first_failure
         if self.detail:

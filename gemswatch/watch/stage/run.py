@@ -163,6 +163,7 @@ class Stages:
             message=_unsnapshot(verdict.message, run),
             detail=_unsnapshot(verdict.detail, run),
             first_failure=verdict.first_failure,
+            seed=verdict.seed,
             command=plan.command,
             device=plan.device,
             warm=outcome.warm,

@@ -37,6 +37,7 @@ class Verdict:
     speedups: dict[str, float] = field(default_factory=dict)
     first_failure: str | None = None
     detail: str = ""
+    seed: int | None = None  # of the correctness stage's drawn cases
 
 
 # ---------------------------------------------------------------------------
@@ -77,7 +78,8 @@ def _exited_nonzero(v: Verdict, log_tail: str) -> Verdict:
     """pytest exited 1 although every case passed: a candidate reported
     unused, else a failure outside the cases."""
     if any(h in log_tail.lower() for h in _UNUSED_HINTS):
-        return Verdict(UNCALLED, first_failure_line(log_tail), cases=v.cases, candidate_calls=v.candidate_calls)
+        return Verdict(UNCALLED, first_failure_line(log_tail), cases=v.cases, candidate_calls=v.candidate_calls,
+                       seed=v.seed)
     v.status = FAILED
     v.message = "pytest exited 1 although every case passed: " + first_failure_line(log_tail)
     return v
@@ -271,7 +273,9 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
             for op in operators:
                 if _matches_op(str(key), op) and isinstance(n, int):
                     calls[op] += n
-    v = Verdict(PASSED, cases=cases, candidate_calls=calls)
+    seed = extra.get("seed")
+    v = Verdict(PASSED, cases=cases, candidate_calls=calls,
+                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
     if first_fail is not None:
         text = first_fail.get("message") or first_fail.get("reason") or (
             "setup error" if first_fail.get("result") in (None, "error") else "failed"
