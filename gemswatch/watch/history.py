@@ -6,8 +6,9 @@ Layout under the project's ``.gemswatch/``::
     runs/<run_id>/           snapshot/, <stage>.cmd, <stage>.log, <stage>.json
 
 Each history line is one write of a whole line, fsynced before the event is
-shown. Reading skips a garbled line; the next append cuts off a torn last
-line (a writer killed in the middle of its write).
+shown. Reading skips a garbled line, and one that is JSON but not a record
+gemswatch writes (:func:`well_formed`), and counts them; the next append
+cuts off a torn last line (a writer killed in the middle of its write).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["History", "new_run_id", "STATE_DIR"]
+__all__ = ["History", "new_run_id", "well_formed", "STATE_DIR"]
 
 STATE_DIR = ".gemswatch"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -39,6 +40,40 @@ def new_run_id(stem: str, sha256: str) -> str:
     return f"{stamp}-{_SAFE.sub('_', stem)[:40]}-{sha256[:8]}-{os.getpid() % 10000:04d}{n:03d}"
 
 
+# The fields a reader relies on, with the types they must have when present.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "time": (str,),
+    "run_id": (str,),
+    "status": (str,),
+    "content_sha256": (str,),
+    "message": (str,),
+    "operators": (list,),
+    "cases": (dict,),
+    "candidate_calls": (dict,),
+    "speedups": (dict,),
+    "duration_s": (int, float, type(None)),
+    "speedup": (int, float, type(None)),
+    "speedup_prev": (int, float, type(None)),
+}
+
+
+def well_formed(rec: Any) -> bool:
+    """Whether ``rec`` is a history record gemswatch could have written: an
+    event of a candidate (a string), a stage named by a string, and the
+    fields readers use of the right types."""
+    if not isinstance(rec, dict) or rec.get("event") not in ("stage_finished", "run_finished"):
+        return False
+    if not isinstance(rec.get("candidate"), str):
+        return False
+    if rec["event"] == "stage_finished" and not isinstance(rec.get("stage"), str):
+        return False
+    for key, types in _FIELD_TYPES.items():
+        if key in rec and (not isinstance(rec[key], types) or isinstance(rec[key], bool)):
+            return False
+    counts = list((rec.get("cases") or {}).values()) + list((rec.get("candidate_calls") or {}).values())
+    return all(isinstance(n, int) and not isinstance(n, bool) for n in counts)
+
+
 class History:
     """The ``.gemswatch`` folder of one project."""
 
@@ -47,6 +82,7 @@ class History:
         self.path = self.dir / "history.jsonl"
         self.runs = self.dir / "runs"
         self._lock = threading.Lock()
+        self.skipped = 0  # lines the last read of records() could not use
 
     def run_dir(self, run_id: str) -> Path:
         d = self.runs / run_id
@@ -94,7 +130,10 @@ class History:
             self.append(record)
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every readable record, oldest first; a torn or garbled line is skipped."""
+        """Every readable record, oldest first. A torn or garbled line, and a
+        line of JSON that is not a record gemswatch writes (a candidate can
+        write to this file), is skipped and counted in :attr:`skipped`."""
+        self.skipped = 0
         try:
             f = open(self.path, encoding="utf-8", errors="replace")
         except FileNotFoundError:
@@ -107,9 +146,11 @@ class History:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict):
+                    rec = None
+                if well_formed(rec):
                     yield rec
+                else:
+                    self.skipped += 1
 
     def last_by_candidate(self) -> dict[str, dict[str, dict[str, Any]]]:
         """candidate -> stage -> its most recent stage_finished record."""

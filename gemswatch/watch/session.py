@@ -104,6 +104,9 @@ class Session:
         self.scan_dependencies(cands)
         for rec in self.history.records():  # `f` and speedup changes survive a restart
             self._track(rec)
+        if self.history.skipped:
+            self._note(f"{self.history.path}: skipped {self.history.skipped} line(s) that are not gemswatch records "
+                       "(torn, or written by something else); the rest of the history is kept")
         bus.subscribe(self.history.sink)
         bus.subscribe(self._track)
         self.scheduler = Scheduler(self, bus.emit, self.jobs, device.slots)

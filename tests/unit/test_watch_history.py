@@ -157,11 +157,11 @@ def test_an_append_cuts_a_torn_last_line_and_writes_whole_lines(tmp_path):
     from gemswatch.watch.history import History
 
     h = History(tmp_path / ".gemswatch")
-    h.append({"event": "run_finished", "run_id": "r1"})
+    h.append({"event": "run_finished", "candidate": "c.py", "run_id": "r1"})
     with open(h.path, "a") as f:
         f.write('{"event": "stage_fini')  # a writer killed in the middle of its line
     assert [r["run_id"] for r in h.records()] == ["r1"]
-    h.append({"event": "run_finished", "run_id": "r2", "message": "x" * 100_000})
+    h.append({"event": "run_finished", "candidate": "c.py", "run_id": "r2", "message": "x" * 100_000})
     lines = h.path.read_text().splitlines()
     assert [json.loads(x)["run_id"] for x in lines] == ["r1", "r2"]
     assert h.path.read_bytes().endswith(b"\n")

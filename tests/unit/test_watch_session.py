@@ -228,6 +228,32 @@ def test_history_survives_a_torn_line(proj):
     s.stop()
 
 
+@pytest.mark.parametrize("line", [
+    '{"event": "stage_finished", "candidate": ["cands/softmax_v2.py"], "stage": "preflight", "status": "passed"}',
+    '{"event": "stage_finished", "candidate": "cands/softmax_v2.py", "stage": {"x": 1}, "status": "passed"}',
+    '{"event": "stage_finished", "candidate": "cands/softmax_v2.py", "status": "passed"}',
+    '{"event": "stage_finished", "candidate": "cands/softmax_v2.py", "stage": "preflight", "cases": [1, 2]}',
+    '{"event": "run_finished", "candidate": "cands/softmax_v2.py", "speedup": "fast"}',
+    '[1, 2, 3]',
+])
+def test_a_well_formed_line_that_is_not_a_record_is_skipped_and_counted(proj, line):
+    # A candidate can write such a line; the watcher must start and say so.
+    h = Harness(proj)
+    s = h.start()
+    s.run_all()
+    h.idle()
+    s.stop()
+    with open(s.history.path, "a") as f:
+        f.write(line + "\n")
+    h2 = Harness(proj)
+    s2 = h2.start()
+    try:
+        assert set(s2.last_stage_records()["cands/softmax_v2.py"]) == {"preflight", "correctness"}
+        assert any("skipped 1 line(s) that are not gemswatch records" in n for n in h2.notes)
+    finally:
+        s2.stop()
+
+
 def test_benchmark_policy_auto_and_benchmark_now(proj):
     (proj / "config.yaml").write_text(
         textwrap.dedent(CONFIG).replace("benchmark: never", "benchmark: manual")
