@@ -141,7 +141,7 @@ class DashboardState:
         if kind == "config_error":
             self.config_error = "\n".join(ev.get("errors_text") or []) or "config error"
             return
-        if kind == "watch_started":
+        if kind in ("watch_started", "config_reloaded"):
             self.config_error = None
             return
         if not cand:

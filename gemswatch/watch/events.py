@@ -30,6 +30,7 @@ EVENTS = (
     "stage_finished",
     "run_finished",
     "config_error",
+    "config_reloaded",
     "watch_stopped",
 )
 

@@ -369,6 +369,7 @@ class Session:
         if not self.jobs_override:
             self.scheduler.set_jobs(self.jobs)
         self._configure_warm()
+        self.bus.emit("config_reloaded", config=str(new.path))  # clears a shown config error
         self.notify(f"{new.path.name} reloaded")
         cands = self.map.candidates()
         for c in cands:

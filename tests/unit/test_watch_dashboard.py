@@ -192,3 +192,11 @@ def test_the_correctness_cell_and_line_name_the_seed_that_replays_it():
     assert "seed 4242" in screen(render(st))
     assert "seed 4242" in format_plain(finished("correctness", "passed", seed=4242))
     assert "seed" not in format_plain(finished("preflight", "passed"))
+
+
+def test_a_good_reload_clears_the_config_error_panel():
+    st = state_with_rows()
+    st.apply({"event": "config_error", "errors_text": ["config.yaml:2: benchmark: bad value; use never|manual|auto"]})
+    assert "config.yaml error" in screen(render(st))
+    st.apply({"event": "config_reloaded", "config": "/p/config.yaml"})
+    assert "config.yaml error" not in screen(render(st))

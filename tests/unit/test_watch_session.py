@@ -186,6 +186,8 @@ def test_bad_config_edit_keeps_the_last_good_one(proj):
     s.handle_changes([(Change.modified, str(cfg_path))])
     h.idle()
     assert s.config_error is None
+    kinds = [e["event"] for e in h.events]
+    assert kinds.index("config_reloaded") > kinds.index("config_error")  # what clears the dashboard's panel
     assert [e["reason"] for e in h.runs()] == ["config changed"]
     # an edit that changes nothing the pipeline runs re-runs nothing
     cfg_path.write_text(cfg_path.read_text() + "# a comment\n")
