@@ -25,7 +25,7 @@ from .stage.plan import base_env
 from .stage.run import start_run
 from .stage.tamper import ProjectGuard
 from .stage.warm import WarmStarter
-from .status import ALL_SKIPPED, PASSED
+from .status import ALL_SKIPPED, PASSED, SUPERSEDED
 from .summary import latest_result
 
 __all__ = ["Session", "pipeline_stages"]
@@ -102,8 +102,14 @@ class Session:
         cands = self.map.candidates()
         self._fps = {str(c.path): c.fingerprint(config) for c in cands}
         self.scan_dependencies(cands)
-        for rec in self.history.records():  # `f` and speedup changes survive a restart
-            self._track(rec)
+        # `f` and speedup changes survive a restart, and so does each file's
+        # last verdict: a run stopped before its end (a newer save, quitting)
+        # has none, so its records are left out.
+        records = list(self.history.records())
+        stopped = {r.get("run_id") for r in records if r["event"] == "run_finished" and r.get("status") == SUPERSEDED}
+        for rec in records:
+            if rec.get("run_id") not in stopped:
+                self._track(rec)
         if self.history.skipped:
             self._note(f"{self.history.path}: skipped {self.history.skipped} line(s) that are not gemswatch records "
                        "(torn, or written by something else); the rest of the history is kept")

@@ -256,6 +256,28 @@ def test_a_well_formed_line_that_is_not_a_record_is_skipped_and_counted(proj, li
         s2.stop()
 
 
+def test_after_a_restart_each_file_shows_its_last_verdict_not_a_run_stopped_by_quitting(proj):
+    h = Harness(proj)
+    s = h.start()
+    s.run_all()
+    h.idle()
+    s.stop()
+    first = s.last_stage_records()["cands/softmax_v2.py"]
+    # A later run stopped part way (the user quit): one stage finished, one stopped.
+    stopped = {"candidate": "cands/softmax_v2.py", "run_id": "r-stopped", "time": "2999-01-01T00:00:00.000+00:00"}
+    s.history.append({**stopped, "event": "stage_finished", "stage": "preflight", "status": "passed"})
+    s.history.append({**stopped, "event": "stage_finished", "stage": "correctness", "status": "superseded"})
+    s.history.append({**stopped, "event": "run_finished", "status": "superseded"})
+    h2 = Harness(proj)
+    s2 = h2.start()
+    try:
+        again = s2.last_stage_records()["cands/softmax_v2.py"]
+        assert {k: v["run_id"] for k, v in again.items()} == {k: v["run_id"] for k, v in first.items()}
+        assert again["correctness"]["status"] == "passed"
+    finally:
+        s2.stop()
+
+
 def test_benchmark_policy_auto_and_benchmark_now(proj):
     (proj / "config.yaml").write_text(
         textwrap.dedent(CONFIG).replace("benchmark: never", "benchmark: manual")
