@@ -43,8 +43,9 @@ __all__ = [
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZE_CLASSES = ["tiny", "small", "medium", "large", "huge"]
 # Under the interpreter a 65536-wide row costs about 0.4 s: the CPU tier
-# keeps a few widths of the wide classes, one on each side of the powers.
-_CPU_WIDE = {"large": [8193, 16383, 32769, 65536], "huge": [65536 + 2049]}
+# keeps a few widths of the wide classes, one on each side of the powers,
+# three in the huge class (one per dtype).
+_CPU_WIDE = {"large": [8193, 16383, 32769, 65536], "huge": [65537, 65536 + 999, 65536 + 2049]}
 
 
 def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0, scale: float = 3.0) -> torch.Tensor:

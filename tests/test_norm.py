@@ -23,7 +23,7 @@ from gemswatch.testing.cases import class_widths, record, size_tier, wide_values
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZE_CLASSES = ["tiny", "small", "medium", "large", "huge"]
-_CPU_WIDE = {"large": [8193, 16383, 32769, 65536], "huge": [65536 + 2049]}
+_CPU_WIDE = {"large": [8193, 16383, 32769, 65536], "huge": [65537, 65536 + 999, 65536 + 2049]}
 # Parameter sets each operator takes; tests rotate through them.
 AFFINE = {"rms_norm": ["none", "weight"], "layer_norm": ["none", "weight", "bias", "weight+bias"]}
 OPS = [pytest.param("rms_norm", marks=pytest.mark.rms_norm), pytest.param("layer_norm", marks=pytest.mark.layer_norm)]

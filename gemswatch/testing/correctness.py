@@ -97,8 +97,9 @@ _AXES = ("size_class", "dtype", "layout")
 
 
 def coverage(cases: list[_Case]) -> dict[str, dict[str, Any]]:
-    """Per operator marker, the sorted values of each axis its cases that
-    ran (passed or failed) noted, and how many such cases there were."""
+    """Per operator marker, over its cases that ran (passed or failed): how
+    many, the sorted values of each axis they noted, and the dtypes seen in
+    each size class."""
     out: dict[str, dict[str, Any]] = {}
     for case in cases:
         if not case.covered or case.result not in ("passed", "failed"):
@@ -106,13 +107,23 @@ def coverage(cases: list[_Case]) -> dict[str, dict[str, Any]]:
         for op in case.opname:
             if op in _NOT_OPERATORS:
                 continue
-            entry = out.setdefault(op, {"cases": 0, **{axis: set() for axis in _AXES}})
+            entry = out.setdefault(op, {"cases": 0, **{axis: set() for axis in _AXES}, "dtypes_by_size_class": {}})
             entry["cases"] += 1
             for note in case.covered:
                 for axis in _AXES:
                     if axis in note:
                         entry[axis].add(note[axis])
-    return {op: {k: (sorted(v) if isinstance(v, set) else v) for k, v in entry.items()} for op, entry in sorted(out.items())}
+                if "size_class" in note and "dtype" in note:
+                    entry["dtypes_by_size_class"].setdefault(note["size_class"], set()).add(note["dtype"])
+    return {op: _sorted(entry) for op, entry in sorted(out.items())}
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, set):
+        return sorted(value)
+    if isinstance(value, dict):
+        return {k: _sorted(v) for k, v in sorted(value.items())}
+    return value
 
 
 @dataclass(eq=False)  # pytest hashes registered plugins

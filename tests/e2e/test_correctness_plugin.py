@@ -713,3 +713,78 @@ def test_real_gems_misspelled_op_fails_with_one_line(gems_suite):
     assert result.ret == 1
     line = one_line_with(result.outlines, "UNCALLED")
     assert "gemswatch.gems.sofmax" in line and "did you mean 'softmax'" in line
+
+
+# ---------------------------------------------------------------------------
+# The case seed and the coverage notes
+# ---------------------------------------------------------------------------
+
+DRAWS = """
+import pathlib
+
+import pytest
+import torch
+
+import fakeops
+from gemswatch.testing.cases import record
+
+
+@pytest.mark.softmax
+@pytest.mark.parametrize("draw", range(2))
+def test_draw(draw, case_rng):
+    with open("drawn.txt", "a") as f:
+        f.write(f"{draw}:{case_rng.randrange(1 << 30)}\\n")
+    record(torch.zeros(3, case_rng.choice([5, 5000])).t(), width=3)
+    record(torch.zeros(2, 40, dtype=torch.bfloat16), width=40)
+    assert fakeops.softmax(1)[1] == 1
+"""
+
+
+def _draws(pytester) -> list[str]:
+    path = pytester.path / "drawn.txt"
+    text = path.read_text()
+    path.unlink()
+    return text.split()
+
+
+def test_the_seed_is_in_the_header_and_the_report_and_replays_the_draws(suite):
+    suite.makepyfile(test_draws=DRAWS)
+    result = run(suite, "--seed", "1234", "--record", "json", "--output", "r.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["gemswatch: case seed 1234 (replay with --seed 1234)"])
+    assert report(suite)["seed"] == 1234
+    first = _draws(suite)
+    assert len(set(first)) == 2  # each test its own stream
+    assert run(suite, "--seed", "1234").ret == 0
+    assert _draws(suite) == first
+    assert run(suite, "--seed", "99").ret == 0
+    assert _draws(suite) != first
+
+
+def test_without_a_seed_each_session_draws_a_fresh_one(suite):
+    suite.makepyfile(test_draws=DRAWS)
+    seeds = set()
+    for _ in range(2):
+        assert run(suite, "--record", "json", "--output", "r.json").ret == 0
+        seeds.add(report(suite)["seed"])
+        _draws(suite)
+    assert len(seeds) == 2
+
+
+def test_a_bad_seed_is_a_usage_error(suite):
+    suite.makepyfile(test_draws=DRAWS)
+    result = run(suite, "--seed", "soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--seed 'soon': give a non-negative integer*"])
+
+
+def test_the_report_sums_coverage_per_operator(suite):
+    suite.makepyfile(test_draws=DRAWS)
+    assert run(suite, "--seed", "7", "--record", "json", "--output", "r.json").ret == 0
+    data = report(suite)
+    cov = data["coverage"]["softmax"]
+    assert cov["cases"] == 2
+    assert cov["size_class"] == ["small", "tiny"] and cov["dtype"] == ["bfloat16", "float32"]
+    assert set(cov["layout"]) <= {"contiguous", "transposed"} and "contiguous" in cov["layout"]
+    assert cov["dtypes_by_size_class"] == {"small": ["bfloat16"], "tiny": ["float32"]}
+    assert all(r["covered"] for r in data["records"])
