@@ -50,6 +50,7 @@ class Cell:
     duration: float | None = None
     message: str = ""
     seed: int | None = None  # of a correctness stage's drawn cases
+    skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
 
 
 @dataclass
@@ -192,6 +193,7 @@ class DashboardState:
             duration=ev.get("duration_s"),
             message=str(ev.get("message") or ""),
             seed=ev.get("seed") if isinstance(ev.get("seed"), int) else None,
+            skips={str(k): v for k, v in (ev.get("skips") or {}).items() if isinstance(v, int)},
         )
         if stage == "benchmark" and ev.get("status") == "passed":
             _take_speedup(row, ev)
@@ -244,7 +246,7 @@ def _cell(cell: Cell | None, now: float) -> Text:
         if c.get("failed"):
             part += f" {c['failed']}✗"
         if c.get("skipped"):
-            part += f" {c['skipped']}s"
+            part += f" ({c['skipped']} skipped)"
         bits.append(part)
     if cell.calls:
         bits.append(f"{cell.calls} calls")
@@ -314,6 +316,9 @@ def render(state: DashboardState) -> RenderableType:
         parts.append(Text("no mapped candidates: add files under `candidates:` in config.yaml", style="yellow"))
     focus = sel or state.recent_failure
     row = state.rows.get(focus) if focus else None
+    skipped = _skip_lines(row) if row is not None and sel else []
+    if skipped and not row.failure:
+        parts.append(Panel(Text("\n".join(skipped), style="dim"), title=f"{focus}: skipped cases", border_style="dim"))
     if row is not None and row.failure:
         f = row.failure
         body = Text()
@@ -334,6 +339,18 @@ def render(state: DashboardState) -> RenderableType:
     if state.footer:
         parts.append(Text(state.footer, style="dim"))
     return Group(*parts)
+
+
+def _skip_lines(row: Row) -> list[str]:
+    """Why the selected row's cases were skipped, stage by stage."""
+    lines = []
+    for stage in STAGES:
+        cell = row.cells.get(stage)
+        if cell is None or not cell.skips:
+            continue
+        lines.append(f"{stage}: {cell.cases.get('skipped', sum(cell.skips.values()))} of {cell.cases.get('total', '?')} skipped")
+        lines += [f"  {n} x {reason}" for reason, n in cell.skips.items()]
+    return lines
 
 
 def render_summary(state: DashboardState) -> RenderableType:

@@ -311,3 +311,10 @@ def test_the_seed_of_a_correctness_report_is_kept_whatever_the_verdict():
     failed = {**ours([rec("t::b", "failed", message="boom")], "failed"), "seed": 5}
     assert decide("correctness", Outcome(1), failed, OPS).seed == 5
     assert decide("correctness", Outcome(0), ours([rec("a", calls=2)]), OPS).seed is None  # an older report
+
+
+def test_the_reasons_cases_were_skipped_are_counted():
+    r = [rec("a", calls=1), rec("b", "skipped", 0, reason="gems_impl: the library's own behaviour\nmore"),
+         rec("c", "skipped", 0, reason="gems_impl: the library's own behaviour"), rec("d", "skipped", 0)]
+    v = decide("correctness", Outcome(0), ours(r), OPS)
+    assert v.skips == {"gems_impl: the library's own behaviour": 2, "no reason given": 1}

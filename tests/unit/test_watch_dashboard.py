@@ -200,3 +200,17 @@ def test_a_good_reload_clears_the_config_error_panel():
     assert "config.yaml error" in screen(render(st))
     st.apply({"event": "config_reloaded", "config": "/p/config.yaml"})
     assert "config.yaml error" not in screen(render(st))
+
+
+def test_skips_read_as_skips_and_their_reasons_are_one_key_away():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness"]))
+    st.apply(finished("correctness", "passed", cases={"passed": 62, "failed": 0, "skipped": 5, "total": 67},
+                      skips={"gems_impl: behaviour of the gems kernel": 4, "needs a GPU": 1}))
+    out = screen(render(st))
+    assert "62/67 (5 skipped)" in out and "needs a GPU" not in out
+    while st.selected_candidate() != CAND:  # the row is selected: the reasons show
+        st.select(1)
+    out = screen(render(st))
+    assert "correctness: 5 of 67 skipped" in out and "4 x gems_impl: behaviour of the gems kernel" in out
+    assert "1 x needs a GPU" in out

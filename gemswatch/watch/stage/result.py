@@ -14,6 +14,7 @@ __all__ = ["Cases", "Outcome", "StageResult", "DETAIL_CHARS", "LOG_TAIL_CHARS"]
 # How much of a failure's detail and of its log's end an event carries.
 DETAIL_CHARS = 2000
 LOG_TAIL_CHARS = 4000
+SKIP_REASONS = 5  # the most common reasons a stage_finished event names
 
 
 @dataclass
@@ -80,6 +81,7 @@ class StageResult:
     log_tail: str = ""
     speedup_prev: float | None = None
     seed: int | None = None  # of a correctness stage's drawn cases (replay: --seed)
+    skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
 
     def event_fields(self) -> dict[str, Any]:
         """The ``stage_finished`` fields of this result (docs/watch.md)."""
@@ -99,6 +101,8 @@ class StageResult:
         }
         if self.seed is not None:
             fields["seed"] = self.seed
+        if self.skips:
+            fields["skips"] = dict(sorted(self.skips.items(), key=lambda kv: -kv[1])[:SKIP_REASONS])
         if self.first_failure:
             fields["first_failure"] = self.first_failure
         if self.detail:

@@ -164,6 +164,7 @@ class Stages:
             detail=_unsnapshot(verdict.detail, run),
             first_failure=verdict.first_failure,
             seed=verdict.seed,
+            skips=verdict.skips,
             command=plan.command,
             device=plan.device,
             warm=outcome.warm,

@@ -38,6 +38,7 @@ class Verdict:
     first_failure: str | None = None
     detail: str = ""
     seed: int | None = None  # of the correctness stage's drawn cases
+    skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
 
 
 # ---------------------------------------------------------------------------
@@ -259,6 +260,7 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
     calls: dict[str, int] = {op: 0 for op in operators}
     first_fail: dict | None = None
     first_skip: dict | None = None
+    skips: dict[str, int] = {}
     for r in records:
         result = r.get("result")
         if result == "passed":
@@ -266,6 +268,8 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
         elif result == "skipped":
             cases.skipped += 1
             first_skip = first_skip or r
+            reason = first_line(r.get("reason")) or "no reason given"
+            skips[reason] = skips.get(reason, 0) + 1
         else:  # failed, error, or None (a setup error upstream)
             cases.failed += 1
             first_fail = first_fail or r
@@ -275,7 +279,7 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
                     calls[op] += n
     seed = extra.get("seed")
     v = Verdict(PASSED, cases=cases, candidate_calls=calls,
-                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
+                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None, skips=skips)
     if first_fail is not None:
         text = first_fail.get("message") or first_fail.get("reason") or (
             "setup error" if first_fail.get("result") in (None, "error") else "failed"
