@@ -318,3 +318,28 @@ def test_the_reasons_cases_were_skipped_are_counted():
          rec("c", "skipped", 0, reason="gems_impl: the library's own behaviour"), rec("d", "skipped", 0)]
     v = decide("correctness", Outcome(0), ours(r), OPS)
     assert v.skips == {"gems_impl: the library's own behaviour": 2, "no reason given": 1}
+
+
+def test_a_stage_the_oom_killer_took_says_it_ran_out_of_memory():
+    v = decide("correctness", Outcome(-9, oom_killed=True), None, OPS, "")
+    assert v.status == CRASHED and "out-of-memory killer" in v.message and "ran out of memory" in v.message
+    assert decide("correctness", Outcome(-9), None, OPS, "").message == "killed by SIGKILL"
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v1-container"])
+def test_oom_kills_are_read_from_the_memory_cgroup(tmp_path, version):
+    from gemswatch.watch.stage.reaper import oom_kills
+
+    cgroup = tmp_path / "cgroup"
+    if version == "v2":
+        cgroup.write_text("0::/user.slice/me\n")
+        events = tmp_path / "user.slice" / "me" / "memory.events"
+        body = "low 0\nhigh 0\nmax 2\noom 1\noom_kill 3\n"
+    else:
+        cgroup.write_text("4:memory:/box/abc\n0::/\n")
+        events = tmp_path / "memory" / ("box/abc" if version == "v1" else "") / "memory.oom_control"
+        body = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+    events.parent.mkdir(parents=True, exist_ok=True)
+    events.write_text(body)
+    assert oom_kills(str(cgroup), str(tmp_path)) == 3
+    assert oom_kills(str(tmp_path / "missing"), str(tmp_path)) is None

@@ -48,6 +48,7 @@ __all__ = [
     "log_too_big",
     "compact_log",
     "prefer_for_oom",
+    "oom_kills",
     "signal_group",
     "guard",
     "guard_group",
@@ -172,6 +173,34 @@ def compact_log(path: Path, head: int = LOG_KEEP_HEAD, tail: int = LOG_KEEP_TAIL
         return dropped
     except OSError:
         return 0
+
+
+def oom_kills(cgroup_file: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """How many processes of this process's memory cgroup the kernel's
+    out-of-memory killer has killed so far (cgroup v2 ``memory.events``, or
+    v1 ``memory.oom_control`` of the memory hierarchy, which a container
+    shows as its root); None where neither can be read."""
+    try:
+        with open(cgroup_file) as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return None
+    files = []
+    for _, controllers, path in (e for e in entries if len(e) == 3):
+        if controllers == "":
+            files.append(f"{root}{path}/memory.events")
+        elif "memory" in controllers.split(","):
+            files += [f"{root}/memory{path}/memory.oom_control", f"{root}/memory/memory.oom_control"]
+    for name in files:
+        try:
+            with open(name) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def prefer_for_oom(pid: int, score: int = 500) -> None:

@@ -51,6 +51,7 @@ class Outcome:
     timeout_s: float | None = None
     warm: bool = False  # forked from the warm pool rather than started cold
     log_limit: int | None = None  # set when the stage was stopped for writing more output than this
+    oom_killed: bool = False  # the kernel's OOM killer killed a process of gemswatch's cgroup meanwhile
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ def run_process(
     start = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     marker = care.stage_marker(env)
+    ooms = care.oom_kills()
     # Registered before it exists: a SIGKILLed gemswatch still takes the stage along.
     guard = care.guard(marker)
     with open(log_path, "wb") as log:
@@ -204,4 +205,5 @@ def run_process(
         timeout_s=timeout,
         warm=getattr(proc, "warm", False),
         log_limit=care.LOG_LIMIT_BYTES if flooded else None,
+        oom_killed=ooms is not None and (care.oom_kills() or 0) > ooms,
     )

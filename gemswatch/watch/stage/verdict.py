@@ -111,6 +111,16 @@ def decide(
     Returns:
         A Verdict whose status is one of the status words of :mod:`gemswatch.watch.status`.
     """
+    v = _decide(stage, outcome, report, operators, log_tail, report_error)
+    if outcome.oom_killed and v.status == CRASHED and "killed by SIGKILL" in v.message:
+        # The kernel said so: name the cause, not only the signal.
+        v.message = v.message.replace(
+            "killed by SIGKILL", "killed by the kernel's out-of-memory killer (SIGKILL): it ran out of memory")
+    return v
+
+
+def _decide(stage: str, outcome: Outcome, report: Any, operators: list[str], log_tail: str,
+            report_error: str | None) -> Verdict:
     if outcome.cancelled:
         return Verdict(SUPERSEDED, outcome.cancel_reason or "superseded by a newer save")
     if outcome.log_limit:
