@@ -214,3 +214,15 @@ def test_skips_read_as_skips_and_their_reasons_are_one_key_away():
     out = screen(render(st))
     assert "correctness: 5 of 67 skipped" in out and "4 x gems_impl: behaviour of the gems kernel" in out
     assert "1 x needs a GPU" in out
+
+
+def test_a_large_slowdown_keeps_its_digits_and_its_change():
+    from gemswatch.watch.stage.result import StageResult
+
+    fields = StageResult("benchmark", "passed", speedup=1 / 150, speedups={"softmax": 1 / 150}).event_fields()
+    assert fields["speedup"] == fields["speedups"]["softmax"] == 1 / 150  # stored unrounded
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["benchmark"]))
+    st.apply(finished("benchmark", "passed", speedup=0.077, speedup_prev=1.0))
+    out = screen(render(st))
+    assert "0.077x" in out and "-92.3%" in out

@@ -93,7 +93,7 @@ class StageResult:
             "duration_s": round(self.duration_s, 3),
             "cases": self.cases.to_dict(),
             "candidate_calls": self.candidate_calls,
-            "speedup": None if self.speedup is None else round(self.speedup, 4),
+            "speedup": self.speedup,  # unrounded: a 150x slowdown is 0.00667, not 0.0067
             "report": self.report,
             "log": self.log,
             "message": self.message,
@@ -111,6 +111,6 @@ class StageResult:
         if self.log_tail:
             fields["log_tail"] = self.log_tail[-LOG_TAIL_CHARS:]
         if self.stage == "benchmark":
-            fields["speedups"] = {k: round(v, 4) for k, v in self.speedups.items()}
+            fields["speedups"] = dict(self.speedups)
             fields["speedup_prev"] = self.speedup_prev
         return fields
