@@ -67,6 +67,7 @@ class Row:
     run_id: str = ""
     failure: dict[str, Any] | None = None  # the latest non-passing stage_finished
     log_tail: str = ""
+    per_case: list[dict[str, Any]] = field(default_factory=list)  # the benchmark's cases, worst first
 
 
 @dataclass
@@ -223,6 +224,7 @@ def _take_speedup(row: Row, rec: dict[str, Any]) -> None:
     row.speedup = rec.get("speedup")
     row.speedup_prev = rec.get("speedup_prev")
     row.speedup_sha = str(rec.get("content_sha256", ""))
+    row.per_case = [c for c in rec.get("per_case") or [] if isinstance(c, dict)]
 
 
 # ---------------------------------------------------------------------------
@@ -267,10 +269,50 @@ def _speedup(row: Row) -> Text:
         return Text(f"{format_speedup(row.speedup)}\nearlier {row.speedup_sha[:8]}", style="dim")
     t = Text(format_speedup(row.speedup), style="bold")
     if row.speedup_prev:
-        change = (row.speedup / row.speedup_prev - 1) * 100
-        style = "green" if change > 0.5 else "red" if change < -0.5 else "dim"
-        t.append(f"\n{change:+.1f}%", style=style)
+        t.append("\n")
+        t.append_text(_change(row.speedup, row.speedup_prev))
+    worst = row.per_case[0].get("speedup") if row.per_case else None
+    if isinstance(worst, (int, float)) and len(row.per_case) > 1:
+        t.append(f"\nworst {format_speedup(worst)}", style="red" if worst < 1 else "dim")
     return t
+
+
+def _change(now: float, before: float) -> Text:
+    change = (now / before - 1) * 100
+    style = "green" if change > 0.5 else "red" if change < -0.5 else "dim"
+    return Text(f"{change:+.1f}%", style=style)
+
+
+PER_CASE_SHOWN = 8  # rows of the per-shape table in the pane
+
+
+def _per_case_table(row: Row) -> Table:
+    """The selected row's benchmark cases, worst speedup first."""
+    t = Table(box=box.SIMPLE, pad_edge=False, expand=False)
+    for name in ("case", "candidate", "baseline", "speedup", "change", "roofline"):
+        t.add_column(name, no_wrap=name != "case", overflow="fold", justify="left" if name == "case" else "right")
+    for c in row.per_case[:PER_CASE_SHOWN]:
+        speedup, prev = c.get("speedup"), c.get("prev")
+        roof = (f"{c['pct_of_copy']:.0f}% copy" if isinstance(c.get("pct_of_copy"), (int, float))
+                else f"{c['tflops']:.1f} TFLOP/s" if isinstance(c.get("tflops"), (int, float)) else "-")
+        t.add_row(
+            str(c.get("label") or c.get("case")),
+            _ms(c.get("latency_ms")),
+            _ms(c.get("base_ms")),
+            format_speedup(speedup) if isinstance(speedup, (int, float)) else "-",
+            _change(speedup, prev) if isinstance(speedup, (int, float)) and isinstance(prev, (int, float)) and prev else "-",
+            roof,
+        )
+    more = len(row.per_case) - PER_CASE_SHOWN
+    if more > 0:
+        t.caption = f"and {more} more case(s) in the benchmark report"
+    return t
+
+
+def _ms(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value * 1e3:.1f} us" if value < 1 else f"{value:.2f} ms"
 
 
 def render(state: DashboardState) -> RenderableType:
@@ -317,6 +359,8 @@ def render(state: DashboardState) -> RenderableType:
     focus = sel or state.recent_failure
     row = state.rows.get(focus) if focus else None
     skipped = _skip_lines(row) if row is not None and sel else []
+    if row is not None and sel and row.per_case:
+        parts.append(Panel(_per_case_table(row), title=f"{focus}: benchmark cases, worst first", border_style="dim"))
     if skipped and not row.failure:
         parts.append(Panel(Text("\n".join(skipped), style="dim"), title=f"{focus}: skipped cases", border_style="dim"))
     if row is not None and row.failure:

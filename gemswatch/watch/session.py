@@ -86,6 +86,7 @@ class Session:
         self.deps = DependencyIndex()
         self._unmapped_seen: set[str] = set()
         self._speedup_prev: dict[str, float] = {}
+        self._cases_prev: dict[str, dict[str, float | None]] = {}  # candidate -> case -> speedup, last passing benchmark
         self.last_runs: dict[str, dict[str, Any]] = {}  # candidate rel -> run_finished
         self.last_stages: dict[str, dict[str, dict[str, Any]]] = {}
         self.config_error: str | None = None
@@ -174,6 +175,9 @@ class Session:
                 self.last_stages.setdefault(cand, {})[record["stage"]] = record
                 if record["stage"] == "benchmark" and record.get("status") == PASSED and record.get("speedup"):
                     self._speedup_prev[cand] = record["speedup"]
+                    self._cases_prev[cand] = {
+                        str(c.get("case")): c.get("speedup") for c in record.get("per_case") or [] if isinstance(c, dict)
+                    }
 
     def _configure_warm(self) -> None:
         if self.warm is None:
@@ -197,7 +201,9 @@ class Session:
         if result.stage != "benchmark":
             return result
         with self._lock:
-            return replace(result, speedup_prev=self._speedup_prev.get(run.candidate.rel))
+            before = self._cases_prev.get(run.candidate.rel, {})
+            per_case = tuple({**c, "prev": before.get(c["case"])} for c in result.per_case)
+            return replace(result, speedup_prev=self._speedup_prev.get(run.candidate.rel), per_case=per_case)
 
     # -- runs -----------------------------------------------------------------
 

@@ -226,3 +226,37 @@ def test_a_large_slowdown_keeps_its_digits_and_its_change():
     st.apply(finished("benchmark", "passed", speedup=0.077, speedup_prev=1.0))
     out = screen(render(st))
     assert "0.077x" in out and "-92.3%" in out
+
+
+def test_the_selected_row_shows_its_benchmark_cases_worst_first_with_their_change():
+    per_case = [
+        {"case": "c1", "label": "float16 x=[4096, 4096] dim=0", "latency_ms": 2.0, "base_ms": 0.3, "speedup": 0.15,
+         "pct_of_copy": 4.0, "tflops": None, "prev": 1.5},
+        {"case": "c2", "label": "float32 x=[1024, 1024] dim=-1", "latency_ms": 0.005, "base_ms": 0.0077, "speedup": 1.54,
+         "pct_of_copy": 71.0, "tflops": None, "prev": None},
+    ]
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["benchmark"]))
+    st.apply(finished("benchmark", "passed", speedup=0.48, speedup_prev=1.2, per_case=per_case))
+    out = screen(render(st))
+    assert "worst 0.15x" in out and "benchmark cases" not in out  # the row: geomean and worst case
+    while st.selected_candidate() != CAND:
+        st.select(1)
+    out = screen(render(st), width=160)
+    assert "benchmark cases, worst first" in out
+    first, second = out.index("float16 x=[4096, 4096] dim=0"), out.index("float32 x=[1024, 1024] dim=-1")
+    assert first < second
+    assert "2.00 ms" in out and "300.0 us" in out and "-90.0%" in out and "4% copy" in out and "5.0 us" in out
+
+
+def test_the_per_case_rows_are_the_candidates_cases_worst_first():
+    from gemswatch.watch.stage.verdict import per_case_rows
+
+    rows = per_case_rows([
+        {"case_id": "a", "dtype": "float16", "shape": {"x": [8, 8]}, "params": {"dim": -1}, "latency": 0.2,
+         "latency_base": 0.1, "speedup": 0.5, "candidate_source": "override"},
+        {"case_id": "b", "dtype": "float16", "shape": {"x": [8, 8]}, "params": {}, "latency": 0.1,
+         "latency_base": 0.2, "speedup": 2.0, "candidate_source": "override"},
+        {"case_id": "c", "speedup": 9.0, "candidate_source": None},  # not the candidate's
+    ])
+    assert [r["case"] for r in rows] == ["a", "b"] and rows[0]["label"] == "float16 x=[8, 8] dim=-1"

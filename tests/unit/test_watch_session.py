@@ -298,6 +298,33 @@ def test_benchmark_policy_auto_and_benchmark_now(proj):
     s.stop()
 
 
+def test_each_benchmark_case_gets_its_speedup_at_the_previous_passing_benchmark(proj):
+    (proj / "config.yaml").write_text(
+        textwrap.dedent(CONFIG).replace("benchmark: never", "benchmark: auto") + "    benchmark: tests/test_softmax.py\n"
+    )
+    speedups = iter([{"a": 2.0, "b": 1.0}, {"a": 0.5, "b": 1.1}])
+    seen: list[tuple] = []
+
+    def execute(run, stage, device):
+        if stage != "benchmark":
+            return StageResult(stage, PASSED)
+        cases = tuple({"case": k, "speedup": v} for k, v in next(speedups).items())
+        return StageResult(stage, PASSED, speedup=1.0, per_case=cases)
+
+    h = Harness(proj)
+    h.bus.subscribe(lambda e: e["event"] == "stage_finished" and e["stage"] == "benchmark" and seen.append(e["per_case"]))
+    s = Session(load_config(proj / "config.yaml"), DeviceInfo("cpu"), h.bus, jobs=1, stages=FunctionStages(execute))
+    try:
+        s.run_all()
+        assert s.scheduler.wait_idle(10)
+        (proj / "cands" / "softmax_v2.py").write_text("def my_softmax(x):\n    return x * 1\n")
+        s.trigger(proj / "cands" / "softmax_v2.py", "saved")
+        assert s.scheduler.wait_idle(10)
+    finally:
+        s.stop()
+    assert [{c["case"]: c["prev"] for c in cases} for cases in seen] == [{"a": None, "b": None}, {"a": 2.0, "b": 1.0}]
+
+
 def test_a_symlinked_candidate_runs_when_the_file_it_points_to_changes(proj):
     elsewhere = proj / "kernels"
     elsewhere.mkdir()

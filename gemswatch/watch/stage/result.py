@@ -15,6 +15,7 @@ __all__ = ["Cases", "Outcome", "StageResult", "DETAIL_CHARS", "LOG_TAIL_CHARS"]
 DETAIL_CHARS = 2000
 LOG_TAIL_CHARS = 4000
 SKIP_REASONS = 5  # the most common reasons a stage_finished event names
+PER_CASE_ROWS = 64  # a benchmark's worst cases a stage_finished event keeps
 
 
 @dataclass
@@ -83,6 +84,10 @@ class StageResult:
     speedup_prev: float | None = None
     seed: int | None = None  # of a correctness stage's drawn cases (replay: --seed)
     skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
+    # A benchmark's timed cases, worst first (case, label, latency_ms, base_ms,
+    # speedup, pct_of_copy, tflops; ``prev``: the case's speedup at the
+    # candidate's previous passing benchmark, added by the session).
+    per_case: tuple[dict[str, Any], ...] = ()
 
     def event_fields(self) -> dict[str, Any]:
         """The ``stage_finished`` fields of this result (docs/watch.md)."""
@@ -112,5 +117,6 @@ class StageResult:
             fields["log_tail"] = self.log_tail[-LOG_TAIL_CHARS:]
         if self.stage == "benchmark":
             fields["speedups"] = dict(self.speedups)
+            fields["per_case"] = [dict(c) for c in self.per_case[:PER_CASE_ROWS]]
             fields["speedup_prev"] = self.speedup_prev
         return fields

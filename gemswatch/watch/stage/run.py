@@ -165,6 +165,7 @@ class Stages:
             first_failure=verdict.first_failure,
             seed=verdict.seed,
             skips=verdict.skips,
+            per_case=tuple(verdict.per_case),
             command=plan.command,
             device=plan.device,
             warm=outcome.warm,

@@ -39,6 +39,7 @@ class Verdict:
     detail: str = ""
     seed: int | None = None  # of the correctness stage's drawn cases
     skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
+    per_case: list[dict[str, Any]] = field(default_factory=list)  # the benchmark's timed cases, worst first
 
 
 # ---------------------------------------------------------------------------
@@ -359,6 +360,39 @@ def _benchmark_cases(report: Any) -> list[dict] | None:
     return out
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def case_label(c: dict[str, Any]) -> str:
+    """A benchmark case as a reader knows it: dtype, shapes and parameters."""
+    shape = c.get("shape")
+    shapes = " ".join(f"{k}={list(v)}" for k, v in shape.items()) if isinstance(shape, dict) else str(shape or "")
+    params = c.get("params")
+    extra = " ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
+    return " ".join(str(p) for p in (c.get("dtype") or "", shapes, extra) if p)
+
+
+def per_case_rows(cases: list[dict]) -> list[dict[str, Any]]:
+    """The candidate's timed cases, worst speedup first: what the dashboard's
+    per-shape table shows (latencies in ms)."""
+    rows = []
+    for c in cases:
+        if c.get("candidate_source") != "override" or c.get("error"):
+            continue
+        rows.append({
+            "case": str(c.get("case_id") or ""),
+            "operator": str(c.get("operator") or ""),
+            "label": case_label(c),
+            "latency_ms": _number(c.get("latency")),
+            "base_ms": _number(c.get("latency_base")),
+            "speedup": _number(c.get("speedup")),
+            "pct_of_copy": _number(c.get("pct_of_copy")),
+            "tflops": _number(c.get("tflops")),
+        })
+    return sorted(rows, key=lambda r: (r["speedup"] is None, r["speedup"] or 0.0))
+
+
 def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str) -> Verdict:
     cases_list = _benchmark_cases(report)
     if cases_list is None:
@@ -383,7 +417,7 @@ def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str)
                     if isinstance(c.get("speedup"), (int, float)):
                         per_op[op].append(float(c["speedup"]))
     speedups = {op: g for op in operators if (g := _geomean(per_op[op])) is not None}
-    v = Verdict(PASSED, cases=cases, candidate_calls=calls, speedups=speedups)
+    v = Verdict(PASSED, cases=cases, candidate_calls=calls, speedups=speedups, per_case=per_case_rows(cases_list))
     v.speedup = _geomean(list(speedups.values()))
     if first_fail is not None:
         return _failed_at(
