@@ -246,3 +246,16 @@ def test_local_imports(tmp_path):
 def test_yaml_errors_name_the_key_the_line_and_a_fix(tmp_path, edit, where, fix):
     (line,) = errors(tmp_path, GOOD.replace("  correctness: 60\n", edit))
     assert line.startswith("config.yaml:" + where) and line.endswith("; " + fix), line
+
+
+def test_the_nearest_gemswatch_config_above_the_working_folder_is_found(tmp_path):
+    from gemswatch.watch.commands.session_setup import find_config
+
+    (tmp_path / "config.yaml").write_text("watch: candidates\ncandidates:\n  a.py:\n    softmax: f\n")
+    inner = tmp_path / "candidates" / "deep"
+    inner.mkdir(parents=True)
+    (tmp_path / "candidates" / "config.yaml").write_text("some_other_tool: true\n")  # not gemswatch's
+    assert find_config(inner) == tmp_path / "config.yaml"
+    assert find_config(tmp_path) == tmp_path / "config.yaml"
+    (tmp_path / "config.yaml").unlink()
+    assert find_config(inner) is None  # only another tool's config.yaml is left

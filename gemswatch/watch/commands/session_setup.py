@@ -25,13 +25,34 @@ from .output import Output, print_error
 __all__ = ["install_stop_signals", "load_project_config", "open_session"]
 
 
+def find_config(start: Path) -> Path | None:
+    """The nearest gemswatch config.yaml in ``start`` or a folder above it
+    (as git and pytest find theirs): one with a top-level ``candidates:`` or
+    ``operators:`` key, so another tool's config.yaml is passed over."""
+    for folder in (start, *start.parents):
+        path = folder / "config.yaml"
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(line.startswith(("candidates:", "operators:")) for line in text.splitlines()):
+            return path
+    return None
+
+
 def load_project_config(args: argparse.Namespace, watch_override: Path | None = None) -> Config | int:
     """The config, or the exit code (2) when there is none or it is invalid."""
-    path = Path(args.config) if args.config else Path("config.yaml")
+    if args.config:
+        path = Path(args.config)
+    else:
+        found = find_config(Path.cwd())
+        path = found if found is not None else Path("config.yaml")
+        if found is not None and found.parent != Path.cwd():
+            print_error(f"gemswatch: using {found} (the nearest config.yaml above this folder)")
     if not path.exists():
         print_error(
-            f"gemswatch: {path} not found: run gemswatch in a project with a config.yaml, "
-            "or pass --config PATH (see docs/watch.md)"
+            f"gemswatch: {path} not found here or in any folder above: run gemswatch in a project with a "
+            "config.yaml, or pass --config PATH (see docs/watch.md)"
         )
         return 2
     try:
