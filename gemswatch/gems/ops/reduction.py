@@ -38,7 +38,9 @@ def _accumulate(acc, x, IS_MAX: tl.constexpr):
 
 
 @triton.jit
-def _finish(acc, scale, scale_fp64, AXIS: tl.constexpr, IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr):
+def _finish(
+    acc, scale, scale_fp64, AXIS: tl.constexpr, IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, ACC: tl.constexpr
+):
     """Reduce the accumulator tile along AXIS (sum, or max for IS_MAX), times
     scale when APPLY_SCALE (an fp64 accumulator takes the fp64-typed copy:
     a Python float reaches a kernel as an fp32 argument)."""
@@ -47,7 +49,7 @@ def _finish(acc, scale, scale_fp64, AXIS: tl.constexpr, IS_MAX: tl.constexpr, AP
     else:
         result = tl.sum(acc, AXIS)
     if APPLY_SCALE:
-        if acc.dtype == tl.float64:
+        if ACC == tl.float64:
             result = result * scale_fp64
         else:
             result = result * scale
@@ -76,7 +78,7 @@ def _reduce_rows_kernel(
         mask = row_mask[:, None] & (cols < col_end)[None, :]
         x = tl.load(x_rows + cols[None, :], mask=mask, other=IDENTITY).to(ACC)
         acc = _accumulate(acc, x, IS_MAX)
-    result = _finish(acc, scale, scale_fp64, 1, IS_MAX, APPLY_SCALE)
+    result = _finish(acc, scale, scale_fp64, 1, IS_MAX, APPLY_SCALE, ACC)
     tl.store(out_ptr + rows * n_splits + split, result, mask=row_mask)
 
 
@@ -104,7 +106,7 @@ def _reduce_columns_kernel(
         mask = (n < n_end)[:, None] & inner_mask[None, :]
         x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=IDENTITY).to(ACC)
         acc = _accumulate(acc, x, IS_MAX)
-    result = _finish(acc, scale, scale_fp64, 0, IS_MAX, APPLY_SCALE)
+    result = _finish(acc, scale, scale_fp64, 0, IS_MAX, APPLY_SCALE, ACC)
     tl.store(out_ptr + (outer * n_splits + split) * n_inner + inner, result, mask=inner_mask)
 
 

@@ -22,13 +22,13 @@ __all__ = ["softmax", "log_softmax"]
 
 
 @triton.jit
-def _softmax_tile(x, AXIS: tl.constexpr, LOG: tl.constexpr):
+def _softmax_tile(x, AXIS: tl.constexpr, LOG: tl.constexpr, COMPUTE: tl.constexpr):
     """softmax (LOG: log_softmax) of a tile along AXIS: exp(x - max) / sum(exp(x - max))."""
     row_max = tl.max(x, AXIS, keep_dims=True)
     if LOG:
         shifted = x - row_max
         y = shifted - tl.log(tl.sum(tl.exp(shifted), AXIS, keep_dims=True))
-    elif x.dtype == tl.float64:
+    elif COMPUTE == tl.float64:
         numerator = tl.exp(x - row_max)
         y = numerator / tl.sum(numerator, AXIS, keep_dims=True)
     else:
@@ -71,7 +71,7 @@ def _softmax_rows_kernel(
             mask=(cols < n_cols)[None, :],
             other=float("-inf"),
         ).to(COMPUTE)
-        y = _softmax_tile(x, 1, LOG)
+        y = _softmax_tile(x, 1, LOG, COMPUTE)
         mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
         tl.store(y_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], y, mask=mask)
 
@@ -127,7 +127,7 @@ def _softmax_columns_kernel(
         mask = (n < n_reduce)[:, None] & inner_mask[None, :]
         offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
         x = tl.load(x_slab + offs, mask=mask, other=other).to(COMPUTE)
-        y = _softmax_tile(x, 0, LOG)
+        y = _softmax_tile(x, 0, LOG, COMPUTE)
         tl.store(y_slab + offs, y, mask=mask)
     else:
         m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), COMPUTE)
