@@ -328,11 +328,14 @@ def sum(
         input: the tensor to reduce.
         dim: dims to reduce; negative dims count from the end.
         keepdim: keep the reduced dims with size 1.
-        dtype: the result dtype (default: the input's, int64 for integers).
+        dtype: the result dtype (default: the input's, int64 for integers);
+            the input is cast to it first, as in torch.
     Returns:
-        The sum, accumulated in fp32 (fp64 for float64, int64 for integers).
+        The sum, accumulated in fp32 (fp64 for float64, int64 for integers;
+        a complex sum is the sums of its real and imaginary parts).
     Raises:
         IndexError: a dim is out of range. RuntimeError: a dim repeats.
+        TypeError: a dtype the kernels do not support (float8, complex32...).
     """
     _check_dtype(input.dtype, "sum", complex_ok=True)
     if dtype is None:
@@ -352,12 +355,15 @@ def mean(
         input: a floating point tensor (or any tensor with a float ``dtype``).
         dim: dims to reduce; negative dims count from the end.
         keepdim: keep the reduced dims with size 1.
-        dtype: the result dtype (default: the input's).
+        dtype: the result dtype (default: the input's); the input is cast to
+            it first, as in torch.
     Returns:
-        The mean, accumulated in fp32 (fp64 for float64).
+        The mean, accumulated in fp32 (fp64 for float64; complex: per part).
     Raises:
-        RuntimeError: the result dtype is not floating point, or a dim repeats.
+        RuntimeError: the result dtype is not floating point or complex, or a
+            dim repeats.
         IndexError: a dim is out of range.
+        TypeError: a dtype the kernels do not support (float8, complex32...).
     """
     _check_dtype(input.dtype, "mean", complex_ok=True)
     dtype = dtype or input.dtype
@@ -380,6 +386,8 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
         The maxima, in the input dtype.
     Raises:
         IndexError: a dim is out of range or a reduced dim has size 0.
+        RuntimeError: an empty input and no dim (torch's error).
+        TypeError: a complex or other unsupported dtype.
     """
     _check_dtype(input.dtype, "amax", complex_ok=False)
     return _reduce(input, dim, keepdim, True, input.dtype, "amax")
