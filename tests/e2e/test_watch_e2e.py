@@ -361,6 +361,8 @@ def test_run_usage_and_config_errors_exit_2(proj):
     r = gemswatch(proj, "run", "cands/loose.py")
     assert r.returncode == 2 and "is not mapped" in r.stderr
     assert gemswatch(proj, "run", "cands/nope.py").returncode == 2
+    r = gemswatch(proj, "run", "tests")  # a folder without candidates: one line that says so
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("gemswatch run: tests holds no mapped candidate")
     (proj / "config.yaml").write_text(CONFIG.replace("jobs: 4", "jobs: lots"))
     r = gemswatch(proj, "run", "--json")
     assert r.returncode == 2

@@ -259,3 +259,16 @@ def test_the_nearest_gemswatch_config_above_the_working_folder_is_found(tmp_path
     assert find_config(tmp_path) == tmp_path / "config.yaml"
     (tmp_path / "config.yaml").unlink()
     assert find_config(inner) is None  # only another tool's config.yaml is left
+
+
+def test_a_watched_folder_where_every_glob_misses_is_named_in_one_line():
+    from pathlib import Path
+
+    from gemswatch.watch.commands.session_setup import wrong_folder
+    from gemswatch.watch.config import ConfigIssue
+
+    misses = [ConfigIssue(f"candidates.'{g}'", 3, f"'{g}' matches no file in tests/", "fix the name") for g in ("a.py", "b.py")]
+    line = wrong_folder(misses, Path("tests"), Path("/p/config.yaml"), rules=2)
+    assert line.startswith("gemswatch: tests holds no candidate") and "'a.py', 'b.py'" in line
+    # One name wrong among right ones: the usual did-you-mean, not this line.
+    assert wrong_folder(misses[:1], Path("tests"), Path("/p/config.yaml"), rules=2) is None

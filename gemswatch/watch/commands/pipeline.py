@@ -110,6 +110,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             # folder (as `list`, a plain `run` and the watcher know it).
             given = Path(f).absolute()
             p = given.parent.resolve() / given.name
+            if p.is_dir():  # every mapped candidate in it
+                inside = [c for c in cmap.candidates() if c.path.is_relative_to(p.resolve())]
+                if not inside:
+                    print_error(f"gemswatch run: {f} holds no mapped candidate: give candidate files, or a folder "
+                                f"with files matching `candidates:` in {cfg.path.name} (watched folder {cfg.rel(cfg.watch)}/)")
+                    return 2
+                targets += [c for c in inside if c not in targets]
+                continue
             if not p.is_file():
                 print_error(f"gemswatch run: {f} does not exist")
                 return 2

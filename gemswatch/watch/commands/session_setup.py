@@ -17,7 +17,9 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ..config import Config, ConfigError, load_config
+import yaml
+
+from ..config import Config, ConfigError, ConfigIssue, load_config
 from ..devices import detect_devices
 from ..events import EventBus, JsonSink
 from .output import Output, print_error
@@ -68,12 +70,37 @@ def load_project_config(args: argparse.Namespace, watch_override: Path | None = 
                     "kept_last_good": False,
                 }
             )
-        for issue in e.issues:
+        issues = list(e.issues)
+        if watch_override is not None and (line := wrong_folder(issues, watch_override, path)):
+            print_error(line)
+            issues = [i for i in issues if "matches no file in" not in i.problem]
+        for issue in issues:
             print_error(str(issue))
         return 2
-    for w in cfg.warnings:
+    warnings = list(cfg.warnings)
+    if watch_override is not None and (line := wrong_folder(warnings, watch_override, path, len(cfg.candidates))):
+        print_error(line)
+        warnings = [w for w in warnings if "matches no file in" not in w.problem]
+    for w in warnings:
         print_error(f"warning: {w}")
     return cfg
+
+
+def wrong_folder(issues: list[ConfigIssue], folder: Path, config: Path, rules: int | None = None) -> str | None:
+    """One line for a watched folder where every one of the ``rules``
+    `candidates:` globs (default: counted in ``config``) misses: the folder
+    is wrong, not every name. Else None."""
+    misses = [i for i in issues if "matches no file in" in i.problem]
+    if rules is None:
+        try:
+            rules = len((yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("candidates") or {})
+        except (OSError, yaml.YAMLError, AttributeError):
+            return None
+    if not misses or len(misses) != rules:
+        return None
+    globs = ", ".join(i.key.split(".", 1)[1] for i in misses)
+    return (f"gemswatch: {folder} holds no candidate: no file there matches a `candidates:` glob of {config.name} "
+            f"({globs}); give the folder your candidates are in, or no folder to watch the one {config.name} names")
 
 
 def install_stop_signals(stop: threading.Event) -> Callable[[], None]:
