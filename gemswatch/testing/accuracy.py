@@ -114,7 +114,10 @@ def _correctly_rounded(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype
     Triton's CPU interpreter casts float32 to bfloat16 by truncation (a GPU
     rounds to nearest), which biases every result by about -0.3 %; under the
     interpreter a bfloat16 result may follow either mode, whichever it
-    agrees with on more elements (a scale error agrees with neither).
+    agrees with on more elements. A scale error in a truncating kernel
+    still fails; one of -0.2 % in a kernel that rounds to nearest looks
+    like truncation and shows only in float32 and float16 there (or on a
+    GPU).
     """
     nearest = want.to(dtype).to(torch.float64)
     if dtype != torch.bfloat16 or os.environ.get("TRITON_INTERPRET") != "1":
