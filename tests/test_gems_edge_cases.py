@@ -66,6 +66,13 @@ def test_norm_of_empty_shapes_is_empty(op, shape, normalized_shape):
     assert got.shape == x.shape and got.dtype == x.dtype
 
 
+@pytest.mark.gems_impl  # an input torch refuses: refusing it is the library's choice
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_norm_over_no_dims_is_refused_as_torch(op):
+    with pytest.raises(RuntimeError):
+        getattr(gems, op)(torch.randn(3, 4, device=gems.device), [])
+
+
 # ---------------------------------------------------------------------------
 # softmax / log_softmax with dtype=: torch casts the input to dtype first.
 # ---------------------------------------------------------------------------

@@ -137,6 +137,8 @@ def _rows(
 ) -> tuple[torch.Tensor, int, int, dict[str, torch.Tensor | None]]:
     """Check shapes; return contiguous input and parameters, n_rows, n_cols."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape:
+        raise RuntimeError(f"gems.{name}: normalized_shape must name at least one dim (as torch), got []")
     if input.dim() < len(shape) or tuple(input.shape[input.dim() - len(shape) :]) != shape:
         raise RuntimeError(
             f"gems.{name}: normalized_shape {list(shape)} must match the trailing dims of the input "
