@@ -40,7 +40,7 @@ UNARY = [
 # and one or two drawn per run. The interpreter affords one size a dtype in
 # the large classes; float64 stops below "huge" on the CPU tier.
 FIXED_SIZES = {"tiny": [1, 3, 16], "small": [17, 127, 1024], "medium": [1025, 4097], "large": [], "huge": [2**16 + 1]}
-GPU_SIZES = [2**20 + 1, 2**22 - 1, 2**22 + 1, 2**24 + 7]
+GPU_SIZES = [2**20 + 1, 2**22 + 3]  # the float64 reference and comparison on the host bound these
 
 
 def _sizes(case_rng, name: str, dtype: torch.dtype) -> list[int]:
@@ -282,7 +282,10 @@ def test_binary_random(op, draw, case_rng):
 )
 def test_binary_type_promotion(op, dtypes):
     gen = torch.Generator().manual_seed(13)
-    x = _randn(gen, (3, 123), dtypes[0], 3.0) if dtypes[0].is_floating_point else torch.randint(-9, 9, (3, 123), generator=gen, dtype=dtypes[0])
+    if dtypes[0].is_floating_point:
+        x = _randn(gen, (3, 123), dtypes[0], 3.0)
+    else:
+        x = torch.randint(-9, 9, (3, 123), generator=gen, dtype=dtypes[0]).to(gems.device)
     y = _randn(gen, (3, 123), dtypes[1])
     out = _call_binary(op, x, y)
     assert out.dtype == torch.result_type(x, y)
