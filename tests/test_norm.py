@@ -104,6 +104,17 @@ def _params(gen, op, affine, shape, dtype):
     return weight, bias
 
 
+def _rows(n: int, i: int) -> int:
+    """Rows for the i-th width n: a few (a remainder of any row tile) while
+    rows are narrow, one when wide; the GPU tier adds rows (grids of many
+    programs, persistent loops)."""
+    if i == 0:
+        return 1
+    if size_tier() == "cpu":
+        return 1 if n >= 4096 else 1 + (3 * i) % 7
+    return 1 + (37 * i) % 300 if n < 4096 else (5 if n <= 65536 else 2)
+
+
 def _widths(size_class):
     if size_tier() == "cpu" and size_class in _CPU_WIDE:
         return _CPU_WIDE[size_class]
@@ -118,7 +129,7 @@ def test_widths(op, size_class):
     gen = torch.Generator().manual_seed(SIZE_CLASSES.index(size_class))
     affines = AFFINE[op]
     for i, n in enumerate(_widths(size_class)):
-        rows = 1 if n >= 4096 else 1 + (3 * i) % 7
+        rows = _rows(n, i)
         dtype = DTYPES[i % len(DTYPES)]
         affine = affines[(i // len(DTYPES)) % len(affines)] if n > 1 else affines[-1]
         eps = (None, 1e-5, 0.5)[(i // 2) % 3]
