@@ -12,15 +12,17 @@ values that are not small integers (one-sign sums over long K, products
 beyond float16's range in bfloat16, tiny and mixed magnitudes), and shapes
 drawn afresh each run. A GPU tier adds sizes the interpreter cannot afford.
 
-Errors are judged against the size of the products: an element's magnitude
-is the larger of |reference| and ``|A| @ |B| / sqrt(K)`` (what a sum of K
-terms of random sign typically reaches), so an element that cancels to
-near zero is judged against its terms, and a one-sign sum against itself.
+Errors are judged against the size of the products, twice. Each element
+against the larger of |reference| and ``sqrt((A*A) @ (B*B))``, the root sum
+of squares of its K terms (what a sum of terms of random sign reaches): an
+element that cancels to near zero is judged against its terms, a one-sign
+sum against itself, and a GPU library that rounds partial sums passes.
+Then the elements that do not cancel (|reference| at least that size)
+again without a scale, so that the systematic-error check keeps its full
+strength (a 0.2 % scale error fails in bfloat16 too).
 """
 
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
@@ -41,6 +43,20 @@ DTYPES = [
 ]
 GPU = size_tier() == "gpu"
 
+
+def _f32_and_a_half(cases: list, ids=str, unpack: bool = False) -> list:
+    """Each case in float32 and in one 16-bit dtype, float16 and bfloat16 in
+    turn: for layouts and arguments, whose bugs rarely hang on the dtype,
+    at two thirds of the cost of all three (every dtype still meets every
+    size class in the size tests). ``unpack``: each case is a tuple of
+    several arguments."""
+    params = []
+    for i, case in enumerate(cases):
+        values = case if unpack else (case,)
+        for d in (DTYPES[0], DTYPES[1 + i % 2]):
+            params.append(pytest.param(*values, *d.values, id=f"{ids(case)}-{d.id}"))
+    return params
+
 # (M, N, K) by size class. Tiles of 16 to 256 and K steps of 16 to 128 all
 # leave a remainder somewhere in these; the interpreter runs a program per
 # tile in Python, so the CPU tier keeps one large dimension per case.
@@ -52,7 +68,7 @@ SIZES = {
     "tile_edges": (33, 129, 64),
     "deep": (17, 31, 1100),
     "tall": (577, 9, 45),
-    "wide": (6, 531, 77),
+    "wide": (6, 531, 29),
 }
 # Autotuned, split-K and TMA territory on a GPU: few output tiles over long
 # K, large squares with ragged edges, deep and shallow.
@@ -84,9 +100,9 @@ LAYOUT_SHAPE = (515, 1030, 260) if GPU else (37, 45, 70)
 # Ranges to draw (M, N, K) from, per size class.
 DRAWS = {
     "tiles": ((1, 200), (1, 200), (1, 300)),
-    "tall": ((513, 800), (1, 24), (1, 130)),
-    "wide": ((1, 24), (513, 800), (1, 130)),
-    "deep": ((1, 40), (1, 40), (1025, 4100)),
+    "tall": ((513, 640), (1, 24), (1, 130)),
+    "wide": ((1, 24), (513, 640), (1, 130)),
+    "deep": ((1, 40), (1, 40), (1025, 2100)),
 }
 if GPU:
     DRAWS.update({"tiles": ((1, 3000),) * 3, "tall": ((2049, 9000), (1, 64), (1, 2048)), "deep": ((1, 256), (1, 256), (4097, 16384))})
@@ -142,7 +158,7 @@ def _reference(a, b, bias=None, beta=1.0, alpha=1.0) -> tuple[torch.Tensor, torc
     scale = None
     if alpha != 0:
         want = want + alpha * (ra @ rb)
-        scale = abs(alpha) * (ra.abs() @ rb.abs()) / math.sqrt(max(K, 1))
+        scale = abs(alpha) * (ra.square() @ rb.square()).sqrt()
     if bias is not None and beta != 0:
         want = want + beta * to_reference(bias)
     return want, scale
@@ -157,6 +173,9 @@ def _check(out, a, b, context: str, bias=None, beta=1.0, alpha=1.0) -> None:
     record(a, width=K, m=size_class(M), n=size_class(N), b_layout=describe_layout(b))
     try:
         assert_close(out, want, a.dtype, reduce_len=K, scale=scale)
+        if scale is not None:
+            whole = (want.abs() >= scale) & scale.isfinite()  # the elements that do not cancel
+            assert_close(out.detach().cpu()[whole], want[whole], a.dtype, reduce_len=K)
     except AssertionError as e:
         raise AssertionError(f"[{context}] {e}") from None
 
@@ -180,8 +199,7 @@ def test_mm_sizes(size, dtype):
 
 
 @pytest.mark.mm
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layouts", LAYOUT_PAIRS, ids="-".join)
+@pytest.mark.parametrize("layouts, dtype", _f32_and_a_half(LAYOUT_PAIRS, "-".join))
 def test_mm_layouts(layouts, dtype):
     M, N, K = LAYOUT_SHAPE
     gen = torch.Generator().manual_seed(2)
@@ -192,7 +210,7 @@ def test_mm_layouts(layouts, dtype):
 
 # (kind, (M, N, K), dtypes): float16 cannot hold beyond_half's products.
 VALUE_CASES = [
-    ("one_sign", (16, 16, 8192), DTYPES),
+    ("one_sign", (16, 16, 4096), DTYPES),
     ("beyond_half", (33, 20, 70), DTYPES[::2]),
     ("tiny", (33, 20, 70), DTYPES),
     ("mixed", (33, 20, 70), DTYPES),
@@ -285,8 +303,10 @@ BIASES = {
     "row_expanded": lambda gen, M, N, dt: _values(gen, (N,), dt).expand(M, N),
     "column_expanded": lambda gen, M, N, dt: _values(gen, (M, 1), dt).expand(M, N),
     "row": lambda gen, M, N, dt: _values(gen, (N,), dt),
+    "row_stepped": lambda gen, M, N, dt: _values(gen, (2 * N,), dt)[::2],
     "row_2d": lambda gen, M, N, dt: _values(gen, (1, N), dt),
     "column": lambda gen, M, N, dt: _values(gen, (M, 1), dt),
+    "column_padded": lambda gen, M, N, dt: _values(gen, (M, 3), dt)[:, :1],
     "scalar_0d": lambda gen, M, N, dt: _values(gen, (), dt),
     "scalar_1": lambda gen, M, N, dt: _values(gen, (1,), dt),
     "scalar_1x1": lambda gen, M, N, dt: _values(gen, (1, 1), dt),
@@ -299,8 +319,7 @@ def _addmm_case(gen, M, N, K, dtype, bias: str, la="contiguous", lb="contiguous"
 
 
 @pytest.mark.addmm
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("bias", list(BIASES))
+@pytest.mark.parametrize("bias, dtype", _f32_and_a_half(list(BIASES)))
 def test_addmm_bias(bias, dtype):
     # beta and alpha away from 1: a bias scaled twice or a product left
     # unscaled shows in every bias shape.
@@ -315,8 +334,7 @@ SCALES = [(None, None), (0.5, 2.0), (0, 1.5), (0, None), (-1.0, 0), (2.5, -0.75)
 
 
 @pytest.mark.addmm
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("beta, alpha", SCALES)
+@pytest.mark.parametrize("beta, alpha, dtype", _f32_and_a_half(SCALES, "{0[0]}-{0[1]}".format, unpack=True))
 def test_addmm_scales(beta, alpha, dtype):
     M, N, K = 33, 20, 70
     inp, a, b = _addmm_case(torch.Generator().manual_seed(7), M, N, K, dtype, "row", "transposed")
@@ -356,7 +374,7 @@ def test_addmm_random(draw, case_rng):
 def _like_products(gen, shape, a, b) -> torch.Tensor:
     """randn values of the typical size of ``a @ b``'s elements, so that
     neither the bias nor the product hides the other's error."""
-    typical = float(((to_reference(a).abs() @ to_reference(b).abs()) / math.sqrt(max(a.shape[1], 1))).median())
+    typical = float((to_reference(a).square() @ to_reference(b).square()).sqrt().median())
     return (torch.randn(tuple(shape), generator=gen, dtype=torch.float64) * typical).to(a.device, a.dtype)
 
 
@@ -470,8 +488,9 @@ def _inplace_case(gen, M, N, K, dtype, layout="contiguous", la="contiguous", lb=
 
 
 @pytest.mark.addmm_
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("beta, alpha", [(None, None), (0.5, -2.0), (0, None), (0, -1.5), (2.0, 0)])
+@pytest.mark.parametrize(
+    "beta, alpha, dtype", _f32_and_a_half([(None, None), (0.5, -2.0), (0, None), (0, -1.5), (2.0, 0)], "{0[0]}-{0[1]}".format, unpack=True)
+)
 def test_addmm_inplace(beta, alpha, dtype):
     M, N, K = 33, 64, 70
     inp, a, b = _inplace_case(torch.Generator().manual_seed(14), M, N, K, dtype, lb="transposed")
@@ -480,8 +499,7 @@ def test_addmm_inplace(beta, alpha, dtype):
 
 
 @pytest.mark.addmm_
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["transposed", "padded", "stepped"])
+@pytest.mark.parametrize("layout, dtype", _f32_and_a_half(["transposed", "padded", "stepped", "contiguous"]))
 def test_addmm_inplace_layouts(layout, dtype):
     M, N, K = 37, 45, 30
     inp, a, b = _inplace_case(torch.Generator().manual_seed(15), M, N, K, dtype, layout)
