@@ -28,9 +28,10 @@ def _rstd(mean_square, eps, eps_fp64, COMPUTE: tl.constexpr):
     """1 / sqrt(mean_square + eps), in COMPUTE (fp64: a correctly rounded
     square root and division, not the approximate rsqrt)."""
     if COMPUTE == tl.float64:
-        return 1.0 / tl.sqrt(mean_square + eps_fp64)
+        rstd = 1.0 / tl.sqrt(mean_square + eps_fp64)
     else:
-        return tl.rsqrt(mean_square + eps)
+        rstd = tl.rsqrt(mean_square + eps)
+    return rstd
 
 
 @triton.jit
