@@ -84,8 +84,9 @@ def test_raising_candidate_fails_every_softmax_case(pytester):
     assert result.ret == 1
     records = json.loads(pytester.path.joinpath("pre.json").read_text())["records"]
     assert len(records) == 12
-    assert {(r["status"], r["override"], r["count"], r["error"]) for r in records} == {
+    assert {(r["status"], r["override"], r["count"], r["error"].split(" (at ")[0]) for r in records} == {
         ("failed", True, 1, "ValueError: broken")}
+    assert all("broken.py:2 in my_softmax" in r["error"] for r in records)  # the candidate's line
 
 
 def test_preflight_and_profile_together_is_a_usage_error(pytester):

@@ -299,7 +299,9 @@ def test_preflight_with_candidate_writes_default_report(project):
     assert [r["case_id"] for r in report["records"]] == ids  # log_softmax has no candidate: skipped
     for r in report["records"]:
         assert r == {"operator": "softmax", "nodeid": "test_probe_perf.py::test_softmax", "case_id": r["case_id"],
+                     "dtype": r["dtype"], "shape": r["shape"], "params": r["params"],
                      "override": True, "count": 1, "status": "passed"}
+        assert r["dtype"] in ("float16", "float32", "bfloat16") and isinstance(r["shape"], dict)  # shown, not a hash
 
 
 def test_preflight_raising_candidate_records_every_case(project):
@@ -310,8 +312,10 @@ def test_preflight_raising_candidate_records_every_case(project):
     records = load(project, "pre.json")["records"]
     assert len(records) == 4
     for r in records:
-        assert (r["status"], r["override"], r["count"], r["error"]) == (
-            "failed", True, 1, "RuntimeError: boom from candidate")
+        assert (r["status"], r["override"], r["count"]) == ("failed", True, 1)
+        # The candidate's own line, where it raised:
+        assert r["error"] == f'RuntimeError: boom from candidate (at {project.path / "bad.py"}:3 in my_softmax: raise RuntimeError("boom from candidate"))'
+
 
 
 def test_preflight_count_is_measured(project):
@@ -620,7 +624,8 @@ def test_timing_raising_candidate_records_every_case(project):
     report = load(project, "bench.json")
     assert report["status"] == "failed"
     (entry,) = report["benchmarks"]
-    assert [c["error"] for c in entry["cases"]] == ["RuntimeError: boom from candidate"] * 2
+    assert [c["error"].split(" (at ")[0] for c in entry["cases"]] == ["RuntimeError: boom from candidate"] * 2
+    assert all(f'(at {project.path / "bad.py"}:3 in my_softmax' in c["error"] for c in entry["cases"])
     assert all(c["latency"] is None and c["latency_base"] > 0 for c in entry["cases"])
     assert entry["geomean_speedup"] is None and entry["candidate_source"] is None
 
@@ -630,7 +635,7 @@ def test_a_candidate_failing_while_timed_keeps_the_baseline_time(project):
                  "--record", "json", "--output", "bench.json")
     assert result.ret == 1
     (entry,) = load(project, "bench.json")["benchmarks"]
-    assert [c["error"] for c in entry["cases"]] == ["RuntimeError: tired"] * 2
+    assert [c["error"].split(" (at ")[0] for c in entry["cases"]] == ["RuntimeError: tired"] * 2
     assert all(c["latency"] is None and c["latency_base"] > 0 for c in entry["cases"])
 
 

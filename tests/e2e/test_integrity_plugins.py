@@ -383,7 +383,7 @@ def my_softmax(x, dim=-1, dtype=None):
     if _calls[key] <= 12:
         return torch.softmax(x, dim)
     return torch.empty_like(x)
-""", "--warmup", "1", "--iter", "2")
+""", "--warmup", "1", "--iter", "30")  # enough repetitions that most come after its twelfth call
     (bench,) = report["benchmarks"]
     assert bench["candidate_source"] is None and result.ret == 1
     assert all("integrity check 'timed-output' failed: the timed calls of softmax returned results" in c["error"] for c in bench["cases"])
@@ -400,7 +400,7 @@ time.perf_counter = lambda: _start + (_real() - _start) / 1000  # its own proces
 
 
 def my_softmax(x, dim=-1, dtype=None):
-    time.sleep(0.003)
+    time.sleep(0.01)
     return torch.softmax(x, dim)
 """
 
@@ -414,7 +414,7 @@ timing.WallClockTimer._rep = lambda self, fn, spin, setup=None: (setup and setup
 
 
 def my_softmax(x, dim=-1, dtype=None):
-    time.sleep(0.003)
+    time.sleep(0.01)
     return torch.softmax(x, dim)
 """
 
@@ -427,7 +427,7 @@ host_clock_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the wall
 @host_clock_only
 @pytest.mark.parametrize("candidate", [SLOW_CLOCK, FAST_WINDOWS], ids=["slowed-clock", "patched-timer"])
 def test_a_timer_tampered_with_in_the_worker_is_caught_by_the_judges_clock(bench_suite, candidate):
-    result, report = run_bench(bench_suite, candidate, "--warmup", "1", "--iter", "30")
+    result, report = run_bench(bench_suite, candidate, "--warmup", "1", "--iter", "100")
     (bench,) = report["benchmarks"]
     assert result.ret == 1 and bench["candidate_source"] is None
     for case in bench["cases"]:
@@ -438,12 +438,12 @@ def test_a_timer_tampered_with_in_the_worker_is_caught_by_the_judges_clock(bench
 @host_clock_only
 def test_an_honest_slow_candidate_is_timed_in_its_worker(bench_suite):
     # The same sleep, nothing tampered with: timed in the worker, within the
-    # judge's allowance, about 3 ms a call.
+    # judge's allowance, about 10 ms a call.
     result, report = run_bench(bench_suite, SLOW_CLOCK.replace("time.perf_counter = ", "_unused = "),
-                               "--warmup", "1", "--iter", "30")
+                               "--warmup", "1", "--iter", "100")
     (bench,) = report["benchmarks"]
     assert result.ret == 0, [c["error"] for c in bench["cases"]]
-    assert all(2.9 < c["latency"] < 30 for c in bench["cases"]), bench["cases"]
+    assert all(9.9 < c["latency"] < 60 for c in bench["cases"]), bench["cases"]
     assert bench["candidate_source"] == "override"
 
 

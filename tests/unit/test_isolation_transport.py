@@ -129,3 +129,22 @@ def test_a_memory_file_whose_size_could_change_is_refused():
     with pytest.raises(transport.TransportError, match="could change size"):
         transport.unpack(packed.header, loose, own=True)
     os.close(loose)
+
+
+def test_an_error_names_the_innermost_line_of_the_candidates_own_code(tmp_path):
+    # A kernel's error comes wrapped by the launcher that raised it: the line
+    # shown is the candidate's, in the error it was raised from.
+    from gemswatch.testing.isolation.worker import _where
+
+    source = tmp_path / "cand.py"
+    source.write_text("def kernel():\n    return undefined_name\n\ndef launch():\n    return kernel()\n")
+    namespace: dict = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    try:
+        try:
+            namespace["launch"]()
+        except NameError as inner:
+            raise RuntimeError("the launcher failed") from inner
+    except RuntimeError as e:
+        assert _where(e, {str(tmp_path)}) == f"{source}:2 in kernel: return undefined_name"
+        assert _where(e, {str(tmp_path / "elsewhere")}) == ""

@@ -343,3 +343,12 @@ def test_oom_kills_are_read_from_the_memory_cgroup(tmp_path, version):
     events.write_text(body)
     assert oom_kills(str(cgroup), str(tmp_path)) == 3
     assert oom_kills(str(tmp_path / "missing"), str(tmp_path)) is None
+
+
+def test_a_failing_benchmark_case_is_shown_by_its_shape_not_its_hash():
+    failing = {"operator": "softmax", "case_id": "softmax-float16-5854eff95aec815b", "dtype": "float16",
+               "shape": {"x": [1, 5]}, "params": {"dim": -1}, "override": True, "count": 1, "status": "failed",
+               "error": "RuntimeError: boom"}
+    v = decide("preflight", Outcome(1), pre([failing]), OPS)
+    assert v.message == "softmax float16 x=[1, 5] dim=-1: RuntimeError: boom"
+    assert v.first_failure == "softmax-float16-5854eff95aec815b"  # the id --case-id replays

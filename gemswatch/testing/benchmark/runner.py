@@ -149,6 +149,7 @@ class BenchmarkRunner:
         failures: list[tuple[CaseSpec, BaseException]] = []
         for spec in selected:
             record: dict[str, Any] = {"operator": bm.op, "nodeid": self.nodeid, "case_id": spec.case_id,
+                                      "dtype": dtype_name(spec.dtype), "shape": spec.shape, "params": spec.params,
                                       "override": False, "count": 0, "status": "failed"}
             st.add_preflight_record(record)
             count = None

@@ -348,7 +348,8 @@ def _reraise(error: Any, name: str) -> BaseException:
     if not isinstance(error, dict):
         return RuntimeError(f"the candidate {name} failed, and its worker's answer was malformed")
     module, kind, message = str(error.get("module")), str(error.get("type")), str(error.get("message"))
-    where = _last_frame(str(error.get("traceback") or ""))
+    own = str(error.get("where") or "")  # the innermost line of the candidate's own code
+    where = own or _last_frame(str(error.get("traceback") or ""))
     if module == "builtins" and kind in _REraisable:
         e = _REraisable[kind](message)
     elif module.startswith(("_pytest", "pytest")) or kind in _PYTEST_OUTCOMES:
@@ -360,6 +361,8 @@ def _reraise(error: Any, name: str) -> BaseException:
         e = RuntimeError(f"the candidate {name} raised {kind}({message}) during the call")
     else:
         e = RuntimeError(f"{module}.{kind}: {message}" if module != "builtins" else f"{kind}: {message}")
+    if own:  # in the message itself: the one line a verdict shows names the candidate's file
+        e.args = (f"{e.args[0] if e.args else ''} (at {own})",)
     if where:
         e.add_note(f"raised by the candidate at {where}")
     traceback_text = str(error.get("traceback") or "")

@@ -66,7 +66,25 @@ def _both(before: list[str], after: list[str]) -> list[str]:
     ]
 
 
-def _error(e: BaseException) -> dict[str, Any]:
+def _where(e: BaseException, folders: set[str]) -> str:
+    """``file:line in function: code`` of the innermost frame in the
+    candidate's own files (its folder) of ``e``'s traceback, or of the error
+    it was raised from (a kernel's error comes wrapped by Triton's launcher),
+    else ''."""
+    chain, seen = [], set()
+    while e is not None and id(e) not in seen:  # the original error last
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    for err in reversed(chain):
+        for frame in reversed(traceback.extract_tb(err.__traceback__)):
+            if any(frame.filename.startswith(folder + os.sep) for folder in folders):
+                code = f": {frame.line.strip()}" if frame.line else ""
+                return f"{frame.filename}:{frame.lineno} in {frame.name}{code}"[:400]
+    return ""
+
+
+def _error(e: BaseException, folders: set[str] = frozenset()) -> dict[str, Any]:
     kind = type(e)
     text = "".join(traceback.format_exception(kind, e, e.__traceback__))
     message = str(e)[:2000]
@@ -79,6 +97,7 @@ def _error(e: BaseException) -> dict[str, Any]:
             "type": kind.__qualname__,
             "message": message,
             "traceback": text[-_TRACEBACK_CHARS:],
+            "where": _where(e, folders),
         }
     }
 
@@ -113,6 +132,10 @@ class _Worker:
         self.results = _Returned()
         self.arena = transport.Arena()  # what the worker answers
         self.mappings = transport.Mappings()  # what the judge sends
+
+    def folders(self) -> set[str]:
+        """The folders of the loaded candidate files (their own code lives there)."""
+        return {os.path.dirname(os.path.abspath(f)) for f in self.files}
 
     def answer(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         op = header.get("op")
@@ -172,7 +195,7 @@ class _Worker:
                                         modes=_both(before, _modes()))
                 return packed.header, packed
         except BaseException as e:  # the candidate's failure is the judge's to judge
-            return {**_error(e), "modes": _both(before, _modes())}, None
+            return {**_error(e, self.folders()), "modes": _both(before, _modes())}, None
         return {**reply, "ok": True, "modes": _both(before, _modes())}, None
 
     def call(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
@@ -184,7 +207,7 @@ class _Worker:
             out = func(*args, **kwargs)
         except BaseException as e:  # a skip, an exit or a crash of the candidate is the judge's to judge
             _write_back(inputs)
-            return {**_error(e), "modes": _both(before, _modes())}, None
+            return {**_error(e, self.folders()), "modes": _both(before, _modes())}, None
         modes = _both(before, _modes())
         _write_back(inputs)
         out, subclasses = _plain_outputs(out)
@@ -194,7 +217,7 @@ class _Worker:
             packed = transport.pack(out, aliases=inputs.tensors, arena=self.arena, ok=True, modes=modes,
                                     subclasses=subclasses, reused=reused)
         except transport.TransportError as e:
-            return {**_error(e), "modes": modes}, None
+            return {**_error(e, self.folders()), "modes": modes}, None
         # Its bytes are on their way: the memory it leaves must not hold a
         # right answer for the next call to find (see .timed.poison_).
         poison_(mine)

@@ -67,11 +67,12 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def _failed_at(v: Verdict, first_failure: str, summary: str, detail: str) -> Verdict:
-    """``v`` as FAILED at its first failing case."""
+def _failed_at(v: Verdict, first_failure: str, summary: str, detail: str, shown: str = "") -> Verdict:
+    """``v`` as FAILED at its first failing case (``shown``: the case as a
+    reader knows it, when the id is a hash)."""
     v.status = FAILED
     v.first_failure = first_failure
-    v.message = f"{first_failure}: {summary}"
+    v.message = f"{shown or first_failure}: {summary}"
     v.detail = detail
     return v
 
@@ -219,6 +220,7 @@ def _decide_preflight(rc: int, report: Any, operators: list[str], log_tail: str)
             str(first_fail.get("case_id") or first_fail.get("nodeid") or ""),
             first_line(first_fail.get("error")) or "failed",
             str(first_fail.get("error") or ""),
+            _shown_case(first_fail),
         )
     if not records:
         v.status = FAILED
@@ -373,6 +375,13 @@ def case_label(c: dict[str, Any]) -> str:
     return " ".join(str(p) for p in (c.get("dtype") or "", shapes, extra) if p)
 
 
+def _shown_case(c: dict[str, Any]) -> str:
+    """``operator dtype shapes params`` of a benchmark case record that names them, else ''."""
+    if not c.get("dtype") and not c.get("shape"):
+        return ""
+    return " ".join(p for p in (str(c.get("operator") or ""), case_label(c)) if p)
+
+
 def per_case_rows(cases: list[dict]) -> list[dict[str, Any]]:
     """The candidate's timed cases, worst speedup first: what the dashboard's
     per-shape table shows (latencies in ms)."""
@@ -425,6 +434,7 @@ def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str)
             str(first_fail.get("case_id") or first_fail.get("nodeid") or ""),
             first_line(first_fail.get("error")),
             str(first_fail.get("error")),
+            _shown_case(first_fail),
         )
     if not cases_list:
         v.status = FAILED
