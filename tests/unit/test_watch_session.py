@@ -363,3 +363,41 @@ def test_a_seed_given_on_the_command_line_reaches_every_correctness_command_acro
     plain = load_config(proj / "config.yaml")
     cand = Session(plain, DeviceInfo("cpu"), EventBus(), jobs=1, stages=FunctionStages(h.execute)).candidates()[0]
     assert "--seed" not in stage_command(plain, cand, "correctness", cand.path, proj / "report.json")
+
+
+def test_a_private_candidates_snapshot_and_run_folder_stay_private(proj):
+    import os
+    import stat
+
+    cand = proj / "cands" / "softmax_v2.py"
+    os.chmod(cand, 0o600)
+    seen: list = []
+
+    def execute(run, stage, device):
+        seen.append(run)
+        return StageResult(stage, PASSED)
+
+    s = Session(load_config(proj / "config.yaml"), DeviceInfo("cpu"), EventBus(), jobs=1, stages=FunctionStages(execute))
+    try:
+        s.run_all()
+        assert s.scheduler.wait_idle(10)
+    finally:
+        s.stop()
+    run = seen[0]
+    assert stat.S_IMODE(run.snapshot.stat().st_mode) == 0o600
+    assert stat.S_IMODE(run.run_dir.stat().st_mode) == 0o700
+
+
+def test_reports_get_the_mode_logs_get():
+    import os
+    import stat
+    import tempfile
+
+    from gemswatch.testing._atomic import write_json_atomic
+
+    with tempfile.TemporaryDirectory() as d:
+        write_json_atomic(os.path.join(d, "r.json"), {"a": 1})
+        with open(os.path.join(d, "s.log"), "w"):
+            pass
+        modes = {stat.S_IMODE(os.stat(os.path.join(d, n)).st_mode) for n in ("r.json", "s.log")}
+        assert len(modes) == 1

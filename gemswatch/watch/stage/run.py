@@ -77,6 +77,7 @@ def start_run(
     snapshot = run_dir / "snapshot" / _SAFE_NAME.sub("_", candidate.path.name)
     snapshot.parent.mkdir()
     snapshot.write_bytes(source)
+    _keep_mode(candidate.path, snapshot, run_dir)
     described = {
         "run_id": run_id,
         "candidate": candidate.rel,
@@ -203,6 +204,19 @@ def _read_report(path: Path) -> tuple[Any, str | None]:
         return None, "no report file"
     except (OSError, ValueError) as e:
         return None, f"unreadable report: {e}"
+
+
+def _keep_mode(source: Path, snapshot: Path, run_dir: Path) -> None:
+    """The snapshot keeps the candidate's mode; the run folder of a file
+    only its owner may read is its owner's alone (its logs and reports
+    show the candidate's output)."""
+    try:
+        mode = source.stat().st_mode & 0o777
+        os.chmod(snapshot, mode)
+        if not mode & 0o077:
+            os.chmod(run_dir, 0o700)
+    except OSError:
+        pass  # the file went away: the snapshot is what it was
 
 
 def _unsnapshot(text: str, run: Run) -> str:
