@@ -401,6 +401,14 @@ def test_list_and_history_and_help(proj):
     h = gemswatch(proj, "history", "softmax")
     assert h.returncode == 0 and "leaderboard" in h.stdout and "cands/good.py" in h.stdout
     assert "examples:" in gemswatch(proj, "--help").stdout
+    gemswatch(proj, "run", "cands/good.py", "--plain")
+    one = gemswatch(proj, "history", "--json", "--limit", "1")  # the latest save only
+    assert one.returncode == 0 and len({json.loads(x)["run_id"] for x in one.stdout.splitlines()}) == 1
+    missing = gemswatch(proj, "history", "nosuchop")
+    assert missing.returncode == 2 and "nothing in" in missing.stderr and "'nosuchop'" in missing.stderr
+    piped = subprocess.run(f"{PY} -m gemswatch.watch history --json | head -n 1", shell=True, cwd=proj,
+                           capture_output=True, text=True, timeout=60)
+    assert piped.stdout.count("\n") == 1 and "Traceback" not in piped.stderr and "BrokenPipe" not in piped.stderr
 
 
 class Watcher:

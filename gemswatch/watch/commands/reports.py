@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..events import JsonSink
 from ..status import STAGES
-from .output import make_console
+from .output import make_console, print_error
 from .session_setup import load_project_config
 
 __all__ = ["cmd_history", "cmd_list"]
@@ -73,14 +73,23 @@ def cmd_history(args: argparse.Namespace) -> int:
     if isinstance(cfg, int):
         return cfg
     from ..history import STATE_DIR, History
-    from ..history_tables import history_tables, matches_target
+    from ..history_tables import history_tables, matches_target, saves
 
     hist = History(cfg.project / STATE_DIR)
     records = list(hist.records())
+    if records and args.target and not any(matches_target(r, args.target) for r in records):
+        print_error(f"gemswatch history: nothing in {hist.path} is about {args.target!r}: give a candidate's "
+                    "path, name or stem, or an operator (`gemswatch list` shows them)")
+        return 2
     if args.json:
-        for r in records:
-            if matches_target(r, args.target):
-                JsonSink()(r)
+        # The latest --limit saves' records, oldest first, as the table shows them.
+        keep = {r["run_id"] for r in saves(records, args.target)[-args.limit:]}
+        try:
+            for r in records:
+                if matches_target(r, args.target) and r.get("run_id") in keep:
+                    JsonSink()(r)
+        except BrokenPipeError:  # `gemswatch history --json | head`
+            _quiet_stdout()
         return 0
     console = make_console()
     if not records:
@@ -89,3 +98,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     for t in history_tables(records, args.target, args.limit):
         console.print(t)
     return 0
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout left: point it at /dev/null, so the
+    interpreter's own flush at exit does not report the broken pipe."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
