@@ -16,7 +16,8 @@ Errors are judged against the size of the products, twice. Each element
 against the larger of |reference| and ``sqrt((A*A) @ (B*B))``, the root sum
 of squares of its K terms (what a sum of terms of random sign reaches): an
 element that cancels to near zero is judged against its terms, a one-sign
-sum against itself, and a GPU library that rounds partial sums passes.
+sum against itself, and partial sums rounded to the dtype (as GPU
+libraries may round them) against the size they reach.
 Then the elements that do not cancel (|reference| at least that size)
 again without a scale, so that the systematic-error check keeps its full
 strength (a 0.2 % scale error fails in bfloat16 too).
@@ -62,6 +63,7 @@ def _f32_and_a_half(cases: list, ids=str, unpack: bool = False) -> list:
         for d in (DTYPES[0], DTYPES[1 + i % 2]):
             params.append(pytest.param(*values, *d.values, id=f"{ids(case)}-{d.id}"))
     return params
+
 
 # (M, N, K) by size class. Tiles of 16 to 256 and K steps of 16 to 128 all
 # leave a remainder somewhere in these; the interpreter runs a program per
