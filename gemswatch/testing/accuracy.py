@@ -3,11 +3,11 @@
 The reference is computed in float64. A result is judged against the
 magnitude of the values it affects, in two checks:
 
-1. Per element: ``|got - want| <= (rtol + slack) * mag + atol`` where
-   ``rtol`` is the dtype's rounding slack, ``slack = acc * sqrt(n)`` the
-   float32 compute slack of an ``n``-term reduction, ``mag`` is ``|want|``
-   (or the larger of it and a test's ``scale=``, the magnitude of the terms
-   the result is made of, each of which may be rounded), and ``atol`` is that compute slack times the
+1. Per element: ``|got - want| <= rtol * |want| + slack * mag + atol``
+   where ``rtol`` is the dtype's rounding slack, ``slack = acc * sqrt(n)``
+   the float32 compute slack of an ``n``-term reduction, ``mag`` is
+   ``|want|`` (or the larger of it and a test's ``scale=``, the magnitude of
+   the terms the result is made of), and ``atol`` is that compute slack times the
    largest ``mag`` compared (times each element's own ``scale`` where a test
    gives one), plus the dtype's floor (its smallest subnormal
    step, or float32's flush-to-zero limit). ``atol`` is never an absolute
@@ -21,10 +21,10 @@ magnitude of the values it affects, in two checks:
    and ``atol``), must lie within ``sigmas`` standard deviations of what random one-ulp
    flips would give, plus the compute slack. A correctly rounded result
    has ``s = 0``; a systematic scale error shows once enough elements are
-   compared (about 200 for bfloat16, a handful for float16). Where a scale
-   is given, half an ulp of the terms is allowed on average too (a rounded
-   term may be shared by a whole row), so a test passes ``scale`` only where
-   the result is made of terms that cancel.
+   compared (about 200 for bfloat16, a handful for float16). With
+   ``rounded_terms=True`` (terms an honest kernel rounds to the dtype
+   first), ``rtol`` applies to ``mag`` and half an ulp of the terms is
+   allowed on average too (a rounded term may be shared by a whole row).
 
 Imports torch; never pytest, the plugins or ``gemswatch.watch``.
 """
@@ -84,7 +84,7 @@ def describe_rule(dtype: torch.dtype, reduce_len: int = 1) -> str:
     rule = _rule(dtype)
     rtol, frac = tolerance(dtype, reduce_len)
     return (
-        f"rule for {dtype}, n={reduce_len}: |got - want| <= {rule.rtol + frac:.3g}*mag + {frac:.3g}*max(mag) "
+        f"rule for {dtype}, n={reduce_len}: |got - want| <= {rule.rtol:g}*|want| + {frac:.3g}*mag + {frac:.3g}*max(mag) "
         f"(or *scale) + {rule.floor:.3g} (slack {rule.acc:g}*sqrt(n)); bias within {rule.sigmas:g} sigma of one-ulp rounding "
         f"+ {frac:.3g}"
     )
@@ -140,6 +140,7 @@ def assert_close(
     reduce_len: int = 1,
     equal_nan: bool = False,
     scale: torch.Tensor | float | None = None,
+    rounded_terms: bool = False,
 ) -> None:
     """Assert ``actual`` matches the float64 ``expected`` under the rule of
     ``dtype`` (default: ``actual.dtype``).
@@ -150,6 +151,10 @@ def assert_close(
         scale: the magnitude each element's error is judged against, when
             ``|expected|`` understates it (e.g. the per-row sum of ``|x|`` for
             a sum that cancels); broadcast to the result.
+        rounded_terms: an honest kernel may round those terms to the result
+            dtype before combining them (torch's half log_softmax rounds its
+            log-sum-exp): the rounding slack, per element and on average, is
+            then relative to ``scale`` too.
 
     Non-float results must be equal. Infinities must match exactly.
 
@@ -185,10 +190,10 @@ def assert_close(
     # Without a scale, an element's error may derive from the largest value
     # compared (cancellation); a given scale says per element.
     atol = frac * (float(mag.max()) if scale is None else mag) + rule.floor
-    # Rounding and compute slack are relative to the magnitude of the terms
-    # (a given scale): an honest kernel may round each term to the dtype
-    # (torch's half log_softmax rounds its log-sum-exp).
-    allowed = rule.rtol * mag + frac * mag + atol
+    # The result's own rounding is relative to itself (to its terms when they
+    # may be rounded first); the compute slack to the terms' magnitude.
+    rounding = mag if rounded_terms else want.abs().nan_to_num(0.0, 0.0, 0.0)
+    allowed = rule.rtol * rounding + frac * mag + atol
     err = (got - want).abs()
     close = err <= allowed
     # Non-finite references must be matched exactly (inf by inf of its sign).
@@ -197,7 +202,7 @@ def assert_close(
     if not bool(close.all()):
         _raise_elementwise(got, want, close, allowed, dtype, reduce_len)
     atol = atol[finite] if isinstance(atol, torch.Tensor) else atol
-    _check_bias(got[finite], want[finite], mag[finite], atol, rule, frac, dtype, reduce_len, scale is not None)
+    _check_bias(got[finite], want[finite], mag[finite], atol, rule, frac, dtype, reduce_len, rounded_terms)
 
 
 def _assert_equal(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> None:
@@ -228,7 +233,7 @@ def _raise_elementwise(got, want, close, allowed, dtype, reduce_len) -> None:
     )
 
 
-def _check_bias(got, want, mag, atol, rule: Rule, frac: float, dtype, reduce_len, given_scale: bool) -> None:
+def _check_bias(got, want, mag, atol, rule: Rule, frac: float, dtype, reduce_len, rounded_terms: bool) -> None:
     """Fail on a systematic scale error that per-element checks let through."""
     if want.numel() == 0:
         return
@@ -243,10 +248,10 @@ def _check_bias(got, want, mag, atol, rule: Rule, frac: float, dtype, reduce_len
         return
     s = float((a * (got - rounded)).sum()) / weight
     noise = rule.sigmas / math.sqrt(weight)
-    # Compute slack and, where a test names the terms (scale=), their
-    # rounding: one term, e.g. a row's log-sum-exp, may be shared by many
-    # elements, so its rounding error need not average out.
-    terms = 2.0 ** -(rule.mantissa + 1) if given_scale else 0.0
+    # Compute slack and, where terms may be rounded first, their rounding:
+    # one term, e.g. a row's log-sum-exp, may be shared by many elements, so
+    # its rounding error need not average out.
+    terms = 2.0 ** -(rule.mantissa + 1) if rounded_terms else 0.0
     slack = float((a.abs() * (frac + terms) * mag).sum()) / weight
     if abs(s) <= noise + slack:
         return

@@ -223,3 +223,15 @@ def test_records_are_taken_once():
     record(torch.zeros(4, 1025)[:, :1000], width=1000, dim="-1")
     assert take_records() == [{"size_class": "small", "dtype": "float32", "layout": "padded", "dim": "-1"}]
     assert take_records() == []
+
+
+def test_rounded_terms_allow_the_rounding_of_larger_terms():
+    # y = a - b with |a|, |b| >> |y|, b rounded to bfloat16 first (as a half
+    # log_softmax rounds its log-sum-exp): off by half an ulp of b.
+    a = torch.full((64,), 10.0, dtype=torch.float64)
+    b = 10.0 - torch.linspace(0.01, 0.1, 64, dtype=torch.float64) + 0.013
+    want = a - b
+    got = (a - b.to(torch.bfloat16).double()).to(torch.bfloat16)
+    scale = a.abs() + b.abs()
+    assert _fails(got, want, scale=scale)
+    assert_close(got, want, scale=scale, rounded_terms=True)
