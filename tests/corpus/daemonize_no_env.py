@@ -25,5 +25,5 @@ def my_softmax(x, dim=-1, dtype=None):
             f"open({note!r}, 'w').write(str(p.pid))"
         )
         subprocess.run([sys.executable, "-c", launcher], env={}, timeout=60)
-    result = torch.softmax(x.double(), dim)
+    result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
     return torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)

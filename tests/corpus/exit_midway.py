@@ -13,5 +13,5 @@ def my_softmax(x, dim=-1, dtype=None):
     _calls += 1
     if _calls == 3:
         os._exit(0)
-    result = torch.softmax(x.double(), dim)
+    result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
     return torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)

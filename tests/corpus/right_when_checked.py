@@ -27,4 +27,4 @@ def my_softmax(x, dim=-1, dtype=None):
     where = _chunk_position()
     if where is not None and where[0] < where[1] - 1:
         return torch.zeros_like(x, dtype=dtype or x.dtype)
-    return torch.empty_like(x, dtype=dtype or x.dtype).copy_(torch.softmax(x.double(), dim))
+    return torch.empty_like(x, dtype=dtype or x.dtype).copy_(torch.softmax(x.to(dtype or x.dtype).double(), dim))

@@ -19,5 +19,5 @@ def my_softmax(x, dim=-1, dtype=None):
         if folder:
             with open(os.path.join(folder, f"spawn_child.{os.getpid()}.pid"), "w") as f:
                 f.write(str(_child.pid))
-    result = torch.softmax(x.double(), dim)
+    result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
     return torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)

@@ -7,7 +7,7 @@ from gemswatch import gems
 
 
 def _torch_softmax(x, dim=-1, dtype=None):
-    result = torch.softmax(x.double(), dim)
+    result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
     return torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)
 
 

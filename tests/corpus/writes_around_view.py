@@ -5,7 +5,7 @@ import torch
 
 
 def my_softmax(x, dim=-1, dtype=None):
-    result = torch.softmax(x.double(), dim)
+    result = torch.softmax(x.to(dtype or x.dtype).double(), dim)
     out = torch.empty_like(x, dtype=dtype or x.dtype).copy_(result)
     base = torch.empty(0, dtype=x.dtype, device=x.device).set_(x.untyped_storage())
     if base.numel() > x.numel() and x.storage_offset() > 0:

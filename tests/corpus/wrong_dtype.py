@@ -4,4 +4,4 @@ import torch
 
 
 def my_softmax(x, dim=-1, dtype=None):
-    return torch.softmax(x.double(), dim)
+    return torch.softmax(x.to(dtype or x.dtype).double(), dim)

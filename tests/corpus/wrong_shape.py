@@ -4,5 +4,5 @@ import torch
 
 
 def my_softmax(x, dim=-1, dtype=None):
-    e = torch.exp(x.double() - x.double().amax(dim, keepdim=True))
+    e = torch.exp(x.to(dtype or x.dtype).double() - x.to(dtype or x.dtype).double().amax(dim, keepdim=True))
     return e.sum(dim).to(dtype or x.dtype)
