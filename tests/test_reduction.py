@@ -131,7 +131,10 @@ def test_reduce_widths(op, size_class, dtype, case_rng):
     widths = _widths(case_rng, op, size_class, dtype)
     for i, w in enumerate(widths):
         rows = 1 if wide or (op == "amax" and w > 1024) else case_rng.randint(1, 3)
-        _check(op, _heavy_ends(_randn(gen, (rows, w), dtype, 2.0), -1), -1, keepdim=bool(i % 2))
+        # Odd widths' rows hold magnitudes beyond the next narrower type
+        # (bf16 beyond fp16, fp64 beyond fp32).
+        magnitude = BEYOND.get(dtype, 2.0) if i % 2 else 2.0
+        _check(op, _heavy_ends(_randn(gen, (rows, w), dtype, magnitude), -1), -1, keepdim=bool(i % 2))
         if not cheap:
             continue
         if i % 2 == 0 or len(widths) == 1:
@@ -141,13 +144,17 @@ def test_reduce_widths(op, size_class, dtype, case_rng):
             _check(op, _heavy_ends(_randn(gen, (2, w, 2 if wide else 3), dtype, 2.0), 1), 1)
 
 
+BEYOND = {torch.bfloat16: 1e6, torch.float64: 1e200}
+
+
 def _heavy_ends(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """The first and last elements along ``dim`` made the largest, the last
-    twice the first: a dropped head or tail (a mask or remainder off by one)
-    shows in a long sum, and a dropped tail in a maximum."""
-    big = 6.0 * math.sqrt(x.shape[dim]) + 0.3
+    """The first and last elements along ``dim`` made the largest (about
+    6 sqrt(width) times the mean magnitude), the last twice the first: a
+    dropped head or tail (a mask or remainder off by one) shows in a long
+    sum, and a dropped tail in a maximum."""
+    big = (6.0 * math.sqrt(x.shape[dim]) + 0.3) * float(x.double().abs().mean())
     x.select(dim, 0).fill_(big)
-    x.select(dim, -1).fill_(2 * big + 0.4)
+    x.select(dim, -1).fill_(2 * big)
     return x
 
 
@@ -199,6 +206,8 @@ def _strided(gen, dtype):
 def test_reduce_strided(op, dims):
     gen = torch.Generator().manual_seed(3)
     for name, x in _strided(gen, torch.float32):
+        if name == "transposed":
+            x[3, 5] = math.nan  # NaN propagates along both dims
         for dim in dims:
             _check(op, x, dim, keepdim=dim == 1, layout=name)
 
@@ -225,35 +234,50 @@ def test_reduce_random(op, draw, case_rng):
 
 @pytest.mark.parametrize("op", SUMS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
-def test_sum_long_rows_overflow_a_half_accumulator(op, dtype, case_rng):
+@pytest.mark.parametrize("size_class", ["medium", "large", "huge"])
+def test_sum_long_rows_overflow_a_half_accumulator(op, dtype, size_class, case_rng):
     # Partial sums far beyond float16's range whose totals are modest: each
     # row is +c for its first half and -c for the second (bfloat16 also with
     # c itself beyond float16). Then a long one-signed row, which a float16
     # running sum rounds away.
     gen = _gen(case_rng)
-    n = case_rng.randint(2**14, 2**15)
+    lo, hi = SIZE_CLASSES[size_class]
+    n = case_rng.randint(max(lo, 2048), min(hi, 2**16 + 2**12))
     c = 3000.0 if dtype == torch.float16 else 2.0e6
     half = torch.full((n // 2,), c, dtype=torch.float64)
     row = torch.cat([half, -half, torch.rand(n % 2, generator=gen, dtype=torch.float64)])
     x = (row + torch.rand(n, generator=gen, dtype=torch.float64)).to(gems.device, dtype)
     _check(op, x.view(1, n), 1, values=f"+-{c:g} halves")
-    _check(op, torch.rand((2, n), generator=gen, dtype=torch.float64).to(gems.device, dtype), -1, values="rand(0, 1)")
+    if n <= 2**15:  # the total of a one-signed fp16 row fits fp16 up to here
+        _check(op, torch.rand((2, n), generator=gen, dtype=torch.float64).to(gems.device, dtype), -1, values="rand(0, 1)")
 
 
 @pytest.mark.parametrize("op", SUMS)
-def test_sum_dtype_argument(op, case_rng):
+@pytest.mark.parametrize("src", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["to-f32", "to-f64"])
+def test_sum_dtype_argument_widens(op, src, dtype, case_rng):
+    # 16-bit values whose sums overflow float16 unless accumulated as asked.
+    gen = _gen(case_rng)
+    x = (torch.rand((3, case_rng.randint(600, 1100)), generator=gen, dtype=torch.float64) * 60000).to(gems.device, src)
+    _check(op, x, 1, dtype=dtype)
+    _check(op, x.t(), 1, keepdim=True, dtype=dtype)
+
+
+@pytest.mark.parametrize("op", SUMS)
+@pytest.mark.parametrize("dim", [1, 0, None, (0, 2)], ids=str)
+def test_sum_dtype_float64_accumulates_in_float64(op, dim, case_rng):
+    # float32 values near its maximum: only a float64 accumulator holds the sum.
+    gen = _gen(case_rng)
+    shape = (2, case_rng.randint(20, 200), 3)
+    big = (3.0e38 * (0.5 + torch.rand(shape, generator=gen, dtype=torch.float64) / 2)).to(gems.device, torch.float32)
+    _check(op, big, dim, dtype=torch.float64, values="near float32 max")
+
+
+@pytest.mark.parametrize("op", SUMS)
+def test_sum_dtype_argument_narrows(op, case_rng):
+    # A narrowing dtype rounds the input first (as torch does).
     gen = _gen(case_rng)
     n = case_rng.randint(600, 1100)
-    for src in (torch.float16, torch.bfloat16):
-        # 16-bit values whose sums overflow float16 unless accumulated as asked.
-        x = (torch.rand((3, n), generator=gen, dtype=torch.float64) * 60000).to(gems.device, src)
-        _check(op, x, 1, dtype=torch.float32)
-        _check(op, x, 0, dtype=torch.float64)
-    # float32 values near its maximum: only a float64 accumulator holds the sum.
-    big = (3.0e38 * (0.5 + torch.rand((2, n), generator=gen, dtype=torch.float64) / 2)).to(gems.device, torch.float32)
-    _check(op, big, 1, dtype=torch.float64, values="near float32 max")
-    _check(op, big.t(), None, dtype=torch.float64, values="near float32 max")
-    # A narrowing dtype rounds the input first (as torch does).
     _check(op, _randn(gen, (4, n), torch.float32, 3.0), -1, dtype=torch.float16)
     _check(op, _randn(gen, (n, 3), torch.float64, 3.0), 0, dtype=torch.bfloat16)
 
