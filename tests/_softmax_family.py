@@ -137,7 +137,7 @@ DIM_CASES = [
     ((6, 1, 5), 1),
     ((2, 3, 129), -2),
     ((4097, 2), 0),
-    ((3, 7, 9000), -1),
+    ((2, 3, 9000), -1),
 ]
 
 
@@ -186,7 +186,7 @@ def test_extreme_values(op):
     for kind, dtypes, widths in VALUE_CASES:
         for n in widths:
             for dtype in dtypes:
-                _check(op, _logits(gen, (2, n), dtype, kind), -1)
+                _check(op, _logits(gen, (2 if n < 4096 else 1, n), dtype, kind), -1)
 
 
 @pytest.mark.parametrize("n", [300, 20000], ids=["narrow", "wide"])
