@@ -122,6 +122,22 @@ def test_guard_catches_input_mutation():
         run_guarded("softmax", bad, torch.randn(3, 4))
 
 
+def test_guard_judges_an_expanded_view_of_a_larger_storage():
+    # A stride-0 view into a bigger storage: an honest op passes, and one
+    # that writes the storage around the view is still caught.
+    base = torch.randn(4, 5, 9, 3)
+    x = base[:1, :, ::3, 2].expand(3, 5, 3)
+    out, log = run_guarded("gelu", lambda t: t * 2, x)
+    assert log == [] and torch.equal(out, x * 2)
+
+    def writes_around(t):
+        base.view(-1)[-1] += 1
+        return t * 2
+
+    with pytest.raises(IntegrityError, match="wrote the memory around its input args"):
+        run_guarded("gelu", writes_around, x)
+
+
 def test_guard_catches_mutation_of_a_keyword_or_nested_input():
     def bad(xs, weight=None):
         weight.zero_()

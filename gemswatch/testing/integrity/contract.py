@@ -91,7 +91,19 @@ def _written_around(torch: ModuleType, t: Any, view_before: Any, around: Any) ->
     now = _storage_bytes(torch, t).clone()
     if now.numel() != around.numel():
         return True
-    now.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset()).copy_(view_before)
+    dst = now.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+    src = view_before
+    # An expanded view (stride 0) holds each element once however often it
+    # shows: write one of its copies (a copy into it would be refused).
+    for d in range(t.dim()):
+        if t.stride(d) == 0 and t.shape[d] > 1:
+            dst, src = dst.narrow(d, 0, 1), src.narrow(d, 0, 1)
+    try:
+        dst.copy_(src)
+    except RuntimeError:  # other self-overlapping strides: element by element
+        flat = now.view(t.dtype)
+        index = torch.arange(flat.numel(), device=flat.device).as_strided(t.shape, t.stride(), t.storage_offset())
+        flat[index.reshape(-1)] = view_before.reshape(-1)
     return not torch.equal(now, around)
 
 
