@@ -22,7 +22,7 @@ that operator's candidate. A failed check fails the case with
 Random cases: ``--seed N`` (default: a fresh seed per session) seeds the
 ``case_rng`` fixture, a ``random.Random`` per test drawn from the seed and the
 test's node id, so test ids stay stable while drawn shapes change from run to
-run; the header and the report name the seed, and ``--seed`` replays it.
+run; the end of the log and the report name the seed, and ``--seed`` replays it.
 
 Coverage: what the cases noted with ``gemswatch.testing.cases.record`` (size
 class, dtype, layout) is kept per case and summed per operator marker in the
@@ -236,7 +236,7 @@ class CorrectnessPlugin:
         node.workerinput["gemswatch_seed"] = self.seed  # xdist workers draw the same cases
 
     def pytest_report_header(self) -> list[str]:
-        return [f"gemswatch: case seed {self.seed} (replay with --seed {self.seed})", *self.overrides.header_lines()]
+        return self.overrides.header_lines()
 
     def summary(self) -> dict[str, int]:
         results = [c.result for c in self.cases.values()]
@@ -278,6 +278,9 @@ class CorrectnessPlugin:
             self.write_report(int(session.exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        # Named at the end, not in the header: the candidate runs while the
+        # log is written, and with the seed it could draw the cases itself.
+        terminalreporter.write_line(f"gemswatch: case seed {self.seed} (replay with --seed {self.seed})")
         if self.status == "uncalled":
             terminalreporter.write_line(f"gemswatch: UNCALLED: {self.message}", red=True, bold=True)
         elif self.status == "all_skipped":

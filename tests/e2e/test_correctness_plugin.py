@@ -747,11 +747,14 @@ def _draws(pytester) -> list[str]:
     return text.split()
 
 
-def test_the_seed_is_in_the_header_and_the_report_and_replays_the_draws(suite):
+def test_the_seed_is_named_after_the_cases_ran_and_in_the_report_and_replays_the_draws(suite):
     suite.makepyfile(test_draws=DRAWS)
     result = run(suite, "--seed", "1234", "--record", "json", "--output", "r.json")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["gemswatch: case seed 1234 (replay with --seed 1234)"])
+    # After the cases, never before them: a candidate could read its log.
+    lines = result.stdout.lines
+    seed_at = next(i for i, line in enumerate(lines) if "gemswatch: case seed 1234 (replay with --seed 1234)" in line)
+    assert seed_at > next(i for i, line in enumerate(lines) if line.startswith("test_draws.py"))
     assert report(suite)["seed"] == 1234
     first = _draws(suite)
     assert len(set(first)) == 2  # each test its own stream
