@@ -33,6 +33,8 @@ __all__ = [
     "test_extreme_values",
     "test_infinities",
     "test_dtype_argument",
+    "test_float64",
+    "test_small_probabilities",
     "test_zero_dim_and_empty",
     "test_random_shapes",
     "test_bad_dim",
@@ -203,23 +205,104 @@ def test_infinities(op, n):
     assert_close(out.cpu()[finite], expected[finite], torch.float32, reduce_len=n, scale=scale[finite] if op == "log_softmax" else None, rounded_terms=op == "log_softmax")
 
 
-# (input dtype, dtype=): the half_to_float path, a downcast, half to
-# bfloat16 (torch casts the input first).
+# (input dtype, dtype=, shape, dim): the half_to_float path on the first,
+# a middle and the last dim (the result is judged as float32 work), a
+# downcast, half to bfloat16 (torch casts the input first).
 DTYPE_ARGUMENTS = [
-    (torch.float16, torch.float32),
-    (torch.bfloat16, torch.float32),
-    (torch.float32, torch.float16),
-    (torch.float16, torch.bfloat16),
-    (torch.float32, torch.float32),
+    (torch.float16, torch.float32, (781, 3), 0),
+    (torch.bfloat16, torch.float32, (2, 4500, 2), 1),
+    (torch.float32, torch.float16, (3, 781), -1),
+    (torch.float16, torch.bfloat16, (3, 9000), -1),
+    (torch.float32, torch.float32, (3, 9000), -1),
+    (torch.float16, torch.float32, (2, 150, 3), 1),
+    (torch.bfloat16, torch.float32, (300, 3), 0),
+    (torch.float16, torch.float32, (3, 300), -1),
 ]
 
 
 def test_dtype_argument(op):
     gen = torch.Generator().manual_seed(14)
-    for i, (dtype, out_dtype) in enumerate(DTYPE_ARGUMENTS):
-        n = 781 if i % 2 == 0 else 9000
-        out = _check(op, _logits(gen, (3, n), dtype), -1, dtype=out_dtype)
+    for dtype, out_dtype, shape, dim in DTYPE_ARGUMENTS:
+        out = _check(op, _logits(gen, shape, dtype), dim, dtype=out_dtype)
         assert out.dtype == out_dtype
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_float64(op, dim):
+    # float64 is computed in float64 (judged by float64's rule) or refused
+    # with TypeError, never computed in float32.
+    shape = {0: (130, 3), 1: (2, 65, 3), -1: (3, 200)}[dim]
+    gen = torch.Generator().manual_seed(15 + dim)
+    x = _logits(gen, shape, torch.float64)
+    try:
+        _check(op, x, dim)
+    except TypeError:
+        pass
+    try:
+        _check(op, x.float(), dim, dtype=torch.float64)
+    except TypeError:
+        pass
+
+
+# Rows of logits spread wide (randn * 4: probabilities down to about 1e-12).
+SPREAD_CASES = [((8, 64), -1), ((1, 1000), -1), ((1, 4096), -1), ((300, 2), 0), ((2, 300, 2), 1)]
+
+
+def _spread_error(op: str, x: torch.Tensor, out: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each float32 result's error beyond the error its row's largest
+    result has (the sum's error is common to the row and judged by the
+    rule), the bound float32 work keeps it within, and x - max.
+
+    softmax: relative to each probability; log_softmax: absolute. The bound
+    is a few ulps of rounding (exp, the division or subtraction, the
+    result's own rounding) plus the rounding of x - max carried through exp,
+    which grows with |x - max| (GPU exp approximations stay within about
+    1.2 ulps per unit of |x - max|, CUDA's __expf), and the rounding of
+    x * log2(e) and max * log2(e) where exp is taken as exp2 of their
+    difference."""
+    eps = torch.finfo(torch.float32).eps
+    r = to_reference(x)
+    top = r.argmax(dim, keepdim=True)
+    shifted = r - r.gather(dim, top)
+    terms = 4 + 3 * shifted.abs() + r.abs() + r.gather(dim, top).abs()
+    want, _ = reference(op, x, dim)
+    got = to_reference(out)
+    if op == "softmax":
+        dev = got / want
+        err = (dev - dev.gather(dim, top)).abs().nan_to_num(0.0, 0.0, 0.0)
+        return err, eps * terms, shifted
+    lse = (-want.gather(dim, top)).abs()  # log of the row's sum, >= 0
+    dev = got - want
+    err = (dev - dev.gather(dim, top)).abs()
+    return err, eps * (terms + want.abs() + lse), shifted
+
+
+def test_small_probabilities(op):
+    # float32 results judged tightly, each against its own magnitude: a
+    # softmax off by a relative 1e-6 per unit of |x - max| (a slightly wrong
+    # exponent base or temperature) is 1e-5 off at spreads of 10, which the
+    # per-element rule absorbs on small probabilities.
+    gen = torch.Generator().manual_seed(16)
+    for shape, dim in SPREAD_CASES:
+        g = torch.Generator().manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
+        x = (torch.randn(shape, generator=g) * 4).to(gems.device)
+        out = _check(op, x, dim)
+        err, bound, shifted = _spread_error(op, x, out, dim)
+        worst = int((err / bound).argmax())
+        assert bool((err <= bound).all()), (
+            f"{op}: error beyond float32 work against the row's largest result: at {_index_of(worst, x.shape)} "
+            f"x - max = {float(shifted.flatten()[worst]):.4g}, got {float(out.flatten()[worst]):.9g}, "
+            f"error {float(err.flatten()[worst]):.3g} > {float(bound.flatten()[worst]):.3g} "
+            f"({'relative' if op == 'softmax' else 'absolute'}) {_describe(op, x, dim, {})}"
+        )
+
+
+def _index_of(flat: int, shape) -> tuple[int, ...]:
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size)
+        flat //= size
+    return tuple(reversed(idx))
 
 
 def test_zero_dim_and_empty(op):

@@ -18,7 +18,7 @@ import torch
 from gemswatch import gems
 from gemswatch.gems.ops import _launch
 from gemswatch.gems.ops import norm as norm_module
-from gemswatch.testing.accuracy import assert_close, to_reference
+from gemswatch.testing.accuracy import TOLERANCES, assert_close, to_reference
 from gemswatch.testing.cases import class_widths, record, size_tier, wide_values, with_layout
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -199,8 +199,32 @@ def test_extreme_values(op):
         _check(op, _values(gen, (2, n), torch.bfloat16, op, "beyond_half"), (n,), None, None, 1e-5)
         _check(op, (_values(gen, (2, n), torch.float32, op) * 1e-3), (n,), None, None, 1e-4)
         if op == "layer_norm":
-            x = (wide_values(gen, (2, n), torch.float64, device="cpu") + 300.0).float().to(gems.device)
-            _check(op, x, (n,), None, None, 1e-5)
+            # Every dtype narrow, float32 and a 16-bit dtype wide (one row each).
+            for dtype in DTYPES if n < 4096 else (torch.float32, torch.bfloat16):
+                x = (wide_values(gen, (2 if n < 4096 else 1, n), torch.float64, device="cpu") + 300.0).to(dtype).to(gems.device)
+                _check_offset(x, _check(op, x, (n,), None, None, 1e-5))
+
+
+def _check_offset(x, out):
+    """layer_norm of rows whose |mean| is far beyond their spread, judged
+    tighter than the rule: the result's rounding plus float32 work on the
+    centred values (a few ulps of |x| and about log2(n) of |mean|, the
+    mean's summation), times rstd. A one-pass E[x^2] - E[x]^2 variance in
+    float32 loses (mean / std)^2 ulps to cancellation."""
+    n = x.shape[-1]
+    r = to_reference(x)
+    mean = r.mean(-1, keepdim=True)
+    rstd = 1 / torch.sqrt((r - mean).square().mean(-1, keepdim=True) + 1e-5)
+    want = (r - mean) * rstd
+    err = (to_reference(out) - want).abs()
+    eps = torch.finfo(torch.float32).eps
+    bound = TOLERANCES[x.dtype].rtol * want.abs() + eps * rstd * (4 * r.abs() + 2 * math.log2(n) * mean.abs())
+    worst = int((err / bound).argmax())
+    assert bool((err <= bound).all()), (
+        f"layer_norm of a row with mean {float(mean.flatten()[worst // n]):.6g} and std {float(1 / rstd.flatten()[worst // n]):.3g}: "
+        f"error {float(err.flatten()[worst]):.3g} > {float(bound.flatten()[worst]):.3g} at flat index {worst} (float32 work on "
+        f"centred values; a one-pass variance cancels) [case: layer_norm(x of shape {tuple(x.shape)}, {x.dtype}), eps=1e-05]"
+    )
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -209,9 +233,11 @@ def test_eps_and_parameters(op):
     # float32 with a half input (the output keeps the input's dtype); for
     # layer_norm a bias without weight.
     gen = torch.Generator().manual_seed(24)
-    for i, (n, eps) in enumerate(((123, None), (9000, None), (123, 0.0), (9000, 0.5))):
+    # Large eps with small values (eps dominates the variance) in narrow
+    # rows and rows past 32768.
+    for i, (rows, n, eps) in enumerate(((3, 123, None), (3, 9000, None), (3, 123, 0.0), (1, 33000, 10.0), (2, 123, 10.0))):
         dtype = DTYPES[i % len(DTYPES)]
-        x = _values(gen, (3, n), dtype, op) * 0.05
+        x = _values(gen, (rows, n), dtype, op) * 0.05
         _check(op, x, (n,), None, None, eps)
     x = _values(gen, (3, 123), torch.float16, op)
     weight, bias = _params(gen, op, AFFINE[op][-1], (123,), torch.float32)
@@ -220,6 +246,21 @@ def test_eps_and_parameters(op):
         for n in (123, 9000):
             _, bias = _params(gen, op, "bias", (n,), torch.bfloat16)
             _check(op, _values(gen, (2, n), torch.bfloat16, op), (n,), None, bias, 1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_float64(op):
+    # float64 is computed in float64 (judged by float64's rule) or refused
+    # with TypeError, never computed in float32; rms_norm's eps=None is then
+    # float64's eps, which shows on values whose mean square is near 1e-10.
+    gen = torch.Generator().manual_seed(25)
+    for scale, eps, affine in ((1.0, None, AFFINE[op][-1]), (1e-5, None, "none"), (1.0, 0.5, "none")):
+        x = (wide_values(gen, (3, 50), torch.float64, device="cpu") * scale).to(gems.device)
+        weight, bias = _params(gen, op, affine, (50,), torch.float64)
+        try:
+            _check(op, x, (50,), weight, bias, eps)
+        except TypeError:
+            return
 
 
 @pytest.mark.parametrize("op", OPS)
