@@ -45,9 +45,14 @@ GPU_SIZES = [2**20 + 1, 2**22 + 3]  # the float64 reference and comparison on th
 
 def _values(gen: torch.Generator, n: int, dtype, wide: bool) -> torch.Tensor:
     """randn * 3, or with ``wide`` magnitudes the next narrower type cannot
-    hold: bf16 beyond fp16's 65504, fp64 beyond fp32's 3.4e38."""
-    if wide and dtype == torch.bfloat16:
-        return wide_values(gen, (n,), dtype, "beyond_half", device=gems.device)
+    hold: fp64 beyond fp32's 3.4e38. bf16 always mixes them in, in every
+    size (a kernel may take a float16 path for some sizes only): every third
+    element beyond fp16's 65504, every third below its smallest subnormal."""
+    if dtype == torch.bfloat16:
+        x = _randn(gen, (n,), dtype, 3.0)
+        x[1::3] = wide_values(gen, (len(range(1, n, 3)),), dtype, "beyond_half", device=gems.device)
+        x[2::3] = wide_values(gen, (len(range(2, n, 3)),), dtype, "tiny", device=gems.device)
+        return x
     if wide and dtype == torch.float64:
         return _randn(gen, (n,), dtype, 1e200)
     return _randn(gen, (n,), dtype, 3.0)
@@ -140,11 +145,10 @@ def _terms(x, y, alpha) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _add_scale(op: str, x, y, alpha):
     """An add's error is judged against its terms, |x| + |alpha * y|: where
-    they cancel, the rounding of alpha * y in fp32 is honest."""
-    if op != "add":
-        return None
+    they cancel, the rounding of alpha * y in fp32 is honest. A product's
+    against |x * y| itself, so that tiny products beside huge ones are judged."""
     a, b = _terms(x, y, alpha)
-    total = a.abs() + b.abs()
+    total = a.abs() + b.abs() if op == "add" else a.abs() * b.abs()
     return torch.where(total.isfinite(), total, torch.zeros_like(total))
 
 
@@ -172,7 +176,10 @@ def test_binary_sizes(op, size_class, dtype, case_rng):
     # add an alpha != 1.
     gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
     for i, n in enumerate(_sizes(case_rng, size_class, dtype)):
-        x, y = _values(gen, n, dtype, wide=bool(i % 2)), _randn(gen, (n,), dtype)
+        # add's bf16 y holds the same magnitudes at the same places (a tiny
+        # sum of tiny terms); mul's is randn, so products stay in bf16's range.
+        x = _values(gen, n, dtype, wide=bool(i % 2))
+        y = _values(gen, n, dtype, wide=False) if op == "add" else _randn(gen, (n,), dtype)
         _check_binary(op, x, y, alpha=-1.75 if op == "add" and i % 2 else None, n=n)
 
 

@@ -134,7 +134,20 @@ def test_reduce_widths(op, size_class, dtype, case_rng):
         # Odd widths' rows hold magnitudes beyond the next narrower type
         # (bf16 beyond fp16, fp64 beyond fp32).
         magnitude = BEYOND.get(dtype, 2.0) if i % 2 else 2.0
-        _check(op, _heavy_ends(_randn(gen, (rows, w), dtype, magnitude), -1), -1, keepdim=bool(i % 2))
+        x = _heavy_ends(_randn(gen, (rows, w), dtype, magnitude), -1)
+        values = f"randn*{magnitude:g}"
+        if op == "amax" and dtype == torch.float16:
+            # All -inf in every class: a maximum that starts from the
+            # dtype's lowest finite value shows.
+            x, values = torch.full_like(x, -math.inf), "all -inf"
+        elif op == "amax":
+            # Every element negative, the last still the largest: a maximum
+            # that starts from 0 (or takes masked lanes as 0) shows.
+            x, values = x - (float(x.double().max()) + 1.0), "all negative"
+            if dtype == torch.bfloat16 and w > 4096:
+                at = case_rng.randint(4096, w - 1)  # in a wide row's later blocks
+                x[0, at], values = math.nan, f"all negative, NaN at [0, {at}]"
+        _check(op, x, -1, keepdim=bool(i % 2), values=values)
         if not cheap:
             continue
         if i % 2 == 0 or len(widths) == 1:
@@ -252,6 +265,47 @@ def test_sum_long_rows_overflow_a_half_accumulator(op, dtype, size_class, case_r
         _check(op, torch.rand((2, n), generator=gen, dtype=torch.float64).to(gems.device, dtype), -1, values="rand(0, 1)")
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter")  # the float16 total's cast to inf
+@pytest.mark.parametrize("op", SUMS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_sum_16bit_small_values_and_large_totals(op, dtype, case_rng):
+    # Long rows (past 1024, and past 8192) of small positive values: each
+    # divided by n first would underflow float16 (bfloat16: near its
+    # smallest normal). Then rows whose total is beyond float16's 65504 while
+    # the mean is modest: a float16 accumulator or partial sum overflows (a
+    # float16 sum is inf, as torch gives; the mean is not).
+    gen = _gen(case_rng)
+    smalls = (1e-2, 1e-4) if dtype == torch.float16 else (1e-2, 1e-35)
+    widths = (case_rng.randint(1025, 4096), case_rng.randint(4097, 9000))
+    for i, (w, scale) in enumerate(zip(widths, smalls)):
+        x = ((0.5 + torch.rand((2, w), generator=gen, dtype=torch.float64)) * scale).to(gems.device, dtype)
+        _check(op, x, -1, values=f"(0.5 + rand) * {scale:g}")
+        if i == 0:
+            _check(op, x.t(), 0, values=f"(0.5 + rand) * {scale:g}")
+    if dtype != torch.float16:
+        return
+    w = case_rng.randint(4097, 6000)
+    x = ((0.5 + torch.rand((2, w, 2), generator=gen, dtype=torch.float64)) * 30).to(gems.device, dtype)
+    _check_total_beyond_half(op, x, -2, values="(0.5 + rand) * 30")
+    n = 2**16 + 3001  # about 69000 values near 1, a total past 65504
+    x = (0.5 + torch.rand((1, n), generator=gen, dtype=torch.float64)).to(gems.device, dtype)
+    _check_total_beyond_half(op, x, None if case_rng.random() < 0.5 else -1, values="0.5 + rand")
+
+
+def _check_total_beyond_half(op: str, x: torch.Tensor, dim, **context) -> None:
+    if op == "mean":
+        return _check(op, x, dim, **context)
+    # The float16 total overflows to inf, as torch's: judged against the
+    # reference rounded to float16.
+    out = _call(op, x, dim)
+    want = to_reference(to_reference(x).sum(() if dim is None else dim).to(x.dtype))
+    assert bool(want.isinf().all())
+    try:
+        assert_close(out, want, x.dtype, reduce_len=x.numel())
+    except AssertionError as e:
+        raise AssertionError(f"[op={op}, shape={tuple(x.shape)}, dtype={x.dtype}, dim={dim}, {context}] {e}") from None
+
+
 @pytest.mark.parametrize("op", SUMS)
 @pytest.mark.parametrize("src", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["to-f32", "to-f64"])
@@ -313,6 +367,38 @@ def test_amax_negative_nan_and_inf():
         _check("amax", y, None)
 
 
+@pytest.mark.amax
+def test_amax_nan_in_wide_rows(case_rng):
+    # One NaN past the 4096th element of a wide reduction along a middle dim
+    # and along all dims (the last dim's wide rows: test_reduce_widths);
+    # everything else negative.
+    gen = _gen(case_rng)
+    dtype = case_rng.choice([torch.float32, torch.bfloat16])
+    w = case_rng.randint(4100, 4400)
+    at = case_rng.randint(4096, w - 1)
+    x = (-_randn(gen, (1, w, 2), torch.float64).abs() - 0.5).to(dtype)
+    x[0, at, 1] = math.nan
+    _check("amax", x, 1, values=f"NaN at [0, {at}, 1]")
+    _check("amax", x[0, :, 1], None, values=f"NaN at {at}")
+
+
+@pytest.mark.amax
+def test_amax_integer_extremes(case_rng):
+    # int64 values below -2^31 (and -2^53: a float64 maximum rounds them)
+    # and int32 values near its minimum, with a row of the minimum itself,
+    # over widths that leave a partial block.
+    g = _gen(case_rng)
+    w = case_rng.choice([257, 300, 1025, 1037])
+    for dtype, base in ((torch.int64, -(2**62)), (torch.int32, -(2**31))):
+        x = (base + torch.randint(0, 2**20, (2, w), generator=g, dtype=torch.int64)).to(dtype)
+        x[1] = torch.iinfo(dtype).min
+        out, want = gems.amax(x.to(gems.device), -1).cpu(), x.amax(-1)
+        assert out.dtype == want.dtype and torch.equal(out, want), (
+            f"amax shape={tuple(x.shape)} dtype={dtype} dim=-1 values={base}+[0, 2^20), a row of {torch.iinfo(dtype).min}: "
+            f"got {out.tolist()}, expected {want.tolist()}"
+        )
+
+
 @pytest.mark.parametrize("op", SUMS)
 def test_sum_nan_and_inf(op):
     x = torch.randn(3, 200, generator=torch.Generator().manual_seed(10))
@@ -365,6 +451,46 @@ def test_sum_integer_and_bool():
     assert torch.equal(gems.sum(x.t(), 1, keepdim=True).cpu(), x.cpu().t().sum(1, keepdim=True))
     mask = x > 0
     assert torch.equal(gems.sum(mask).cpu(), mask.cpu().sum())
+
+
+# (dtype, low, high, width): integer sums past the input type's range
+# (torch accumulates integers in int64), int64 terms below -2^31 and sums
+# past 2^53 (a float64 accumulator rounds them).
+INT_SUMS = [
+    (torch.bool, 0, 2, 300),
+    (torch.int8, 100, 128, 300),
+    (torch.uint8, 200, 256, 300),
+    (torch.int32, 2**30, 2**31, 5),
+    (torch.int32, -(2**31), -(2**30), 1031),
+    (torch.int64, 2**52, 2**52 + 2**20, 67),
+    (torch.int64, -(2**40), -(2**32), 1025),
+]
+
+
+@pytest.mark.sum
+@pytest.mark.parametrize("dtype, low, high, w", INT_SUMS, ids=lambda v: str(v).replace("torch.", ""))
+def test_sum_integer_overflows_input_type(dtype, low, high, w, case_rng):
+    g = _gen(case_rng)
+    x = torch.randint(low, high, (3, w), generator=g, dtype=torch.int64).to(dtype)
+    # The last dim always; the first dim or all dims in turn.
+    for dim, y in ((-1, x), case_rng.choice([(0, x.t()), (None, x)])):
+        got = gems.sum(y.to(gems.device)) if dim is None else gems.sum(y.to(gems.device), dim)
+        want = y.sum() if dim is None else y.sum(dim)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (
+            f"sum shape={tuple(y.shape)} dtype={dtype} dim={dim} values=randint[{low}, {high}): "
+            f"got {got.dtype} {got.cpu().reshape(-1).tolist()[:3]}, expected {want.dtype} {want.reshape(-1).tolist()[:3]}"
+        )
+
+
+@pytest.mark.mean
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=["i32", "i64"])
+def test_mean_integer_with_float_dtype(dtype, case_rng):
+    # Integer sums past the input type's range, the mean asked in float64.
+    g = _gen(case_rng)
+    low = 2**30 if dtype == torch.int32 else 2**52
+    x = torch.randint(low, 2 * low, (3, case_rng.randint(5, 40)), generator=g, dtype=torch.int64).to(gems.device, dtype)
+    _check("mean", x, -1, dtype=torch.float64, values=f"randint[{low}, {2 * low})")
+    _check("mean", x, None, dtype=torch.float64, values=f"randint[{low}, {2 * low})")
 
 
 @pytest.mark.amax
