@@ -68,16 +68,23 @@ def _f32_and_a_half(cases: list, ids=str, unpack: bool = False) -> list:
 # (M, N, K) by size class. Tiles of 16 to 256 and K steps of 16 to 128 all
 # leave a remainder somewhere in these; the interpreter runs a program per
 # tile in Python, so the CPU tier keeps one large dimension per case.
+# "deep" is past 2**22 multiply-adds in few tiles: a kernel may take another
+# path for large products, and float32 must keep its accuracy there.
 SIZES = {
     "one": (1, 1, 1),
     "row": (1, 37, 200),
     "column": (70, 1, 33),
     "k1": (19, 23, 1),
     "tile_edges": (33, 129, 64),
-    "deep": (17, 31, 1100),
-    "tall": (577, 9, 45),
+    "deep": (63, 61, 1100),
+    "tall": (520, 9, 45),
     "wide": (6, 531, 29),
 }
+# Large both ways, K small (the interpreter pays per tile): M past 512 and
+# not a multiple of it with several column tiles, so a grouped tile order
+# ends in a partial group of rows; and N past 512 with several row tiles.
+TALL_AND_WIDE = {"tall_wide": (520, 65, 5), "wide_tall": (65, 520, 5)}
+
 # Autotuned, split-K and TMA territory on a GPU: few output tiles over long
 # K, large squares with ragged edges, deep and shallow.
 GPU_SIZES = {
@@ -205,6 +212,15 @@ def test_mm_sizes(size, dtype):
 
 
 @pytest.mark.mm
+@pytest.mark.parametrize("size, dtype", [("tall_wide", torch.float32), ("wide_tall", torch.bfloat16)])
+def test_mm_tall_and_wide(size, dtype):
+    M, N, K = TALL_AND_WIDE[size]
+    gen = torch.Generator().manual_seed(25)
+    a, b = _matrix(gen, (M, K), dtype), _matrix(gen, (K, N), dtype, "transposed")
+    _check(gems.mm(a, b), a, b, _ctx(M, N, K, dtype, size=size))
+
+
+@pytest.mark.mm
 @pytest.mark.parametrize("layouts, dtype", _f32_and_a_half(LAYOUT_PAIRS, "-".join))
 def test_mm_layouts(layouts, dtype):
     M, N, K = LAYOUT_SHAPE
@@ -214,10 +230,11 @@ def test_mm_layouts(layouts, dtype):
     _check(gems.mm(a, b), a, b, _ctx(M, N, K, dtype, layouts=layouts))
 
 
-# (kind, (M, N, K), dtypes): float16 cannot hold beyond_half's products.
+# (kind, (M, N, K), dtypes): float16 cannot hold beyond_half's products,
+# met in a large product (a path for those must not round through float16).
 VALUE_CASES = [
     ("one_sign", (16, 16, 4096), DTYPES),
-    ("beyond_half", (33, 20, 70), DTYPES[::2]),
+    ("beyond_half", SIZES["deep"], DTYPES[::2]),
     ("tiny", (33, 20, 70), DTYPES),
     ("mixed", (33, 20, 70), DTYPES),
 ]
@@ -335,14 +352,16 @@ def test_addmm_bias(bias, dtype):
     _check(out, a, b, _ctx(M, N, K, dtype, bias=bias), inp, 0.75, -1.25)
 
 
-# (beta, alpha); None means the argument is left to its default.
+# (beta, alpha); None means the argument is left to its default. The
+# product is square with a 1-D bias: one value per column, as torch
+# broadcasts it (a bias of length M read as a column is wrong only there).
 SCALES = [(None, None), (0.5, 2.0), (0, 1.5), (0, None), (-1.0, 0), (2.5, -0.75), (0, 0)]
 
 
 @pytest.mark.addmm
 @pytest.mark.parametrize("beta, alpha, dtype", _f32_and_a_half(SCALES, "{0[0]}-{0[1]}".format, unpack=True))
 def test_addmm_scales(beta, alpha, dtype):
-    M, N, K = 33, 20, 70
+    M, N, K = 33, 33, 70
     inp, a, b = _addmm_case(torch.Generator().manual_seed(7), M, N, K, dtype, "row", "transposed")
     kwargs = {k: v for k, v in (("beta", beta), ("alpha", alpha)) if v is not None}
     out = gems.addmm(inp, a, b, **kwargs)
@@ -363,6 +382,14 @@ def test_addmm_sizes(size, bias, dtype):
     inp, a, b = _addmm_case(torch.Generator().manual_seed(8), M, N, K, dtype, bias)
     out = gems.addmm(inp, a, b, beta=0.5, alpha=2.0)
     _check(out, a, b, _ctx(M, N, K, dtype, size=size, bias=bias), inp, 0.5, 2.0)
+
+
+@pytest.mark.addmm
+def test_addmm_tall_and_wide():
+    M, N, K = TALL_AND_WIDE["tall_wide"]
+    inp, a, b = _addmm_case(torch.Generator().manual_seed(26), M, N, K, torch.float16, "row")
+    out = gems.addmm(inp, a, b, beta=0.5, alpha=2.0)
+    _check(out, a, b, _ctx(M, N, K, torch.float16, size="tall_wide"), inp, 0.5, 2.0)
 
 
 @pytest.mark.addmm
@@ -432,6 +459,17 @@ def test_addmm_empty_k_is_the_scaled_input():
     gen = torch.Generator().manual_seed(11)
     inp, a, b = _addmm_case(gen, 6, 5, 0, torch.float32, "full")
     _check(gems.addmm(inp, a, b, beta=0.5, alpha=3.0), a, b, _ctx(6, 5, 0, torch.float32), inp, 0.5, 3.0)
+
+
+@pytest.mark.addmm
+@pytest.mark.parametrize("M, N", [(4, 5), (6, 4)])
+def test_addmm_refuses_a_bias_of_length_m(M, N):
+    # A 1-D bias broadcasts along rows (length N); torch refuses one of
+    # length M != N rather than reading it as a column.
+    gen = torch.Generator().manual_seed(24)
+    bias, a, b = _values(gen, (M,), torch.float32), _matrix(gen, (M, 3), torch.float32), _matrix(gen, (3, N), torch.float32)
+    with pytest.raises(RuntimeError):
+        gems.addmm(bias, a, b)
 
 
 @pytest.mark.addmm
@@ -529,6 +567,13 @@ def test_addmm_inplace_sizes(size, dtype):
 
 
 @pytest.mark.addmm_
+def test_addmm_inplace_tall_and_wide():
+    M, N, K = TALL_AND_WIDE["tall_wide"]
+    inp, a, b = _inplace_case(torch.Generator().manual_seed(27), M, N, K, torch.float32)
+    _inplace(inp, a, b, _ctx(M, N, K, torch.float32, size="tall_wide"), beta=0.5, alpha=-1.5)
+
+
+@pytest.mark.addmm_
 def test_addmm_inplace_random(case_rng):
     size = case_rng.choice(list(DRAWS))
     M, N, K, dtype, la, lb = _draw_case(case_rng, size)
@@ -568,13 +613,39 @@ def test_addmm_inplace_alpha_zero_ignores_nonfinite_matrices():
     _inplace(inp, a, b, _ctx(M, N, K, torch.float32, beta=-0.5, alpha=0), beta=-0.5, alpha=0)
 
 
+def _aliased(gen, how: str):
+    """(input, mat1, mat2) of a 70x70x70 product where the input shares
+    memory with the matrices as ``how`` says."""
+    n = 70  # past one 64-wide tile each way: tiles read what others write
+    other = _matrix(gen, (n, n), torch.float32)
+    if how == "mat1=mat2":
+        x = _matrix(gen, (n, n), torch.float32)
+        return x, x, x
+    if how == "mat2":
+        x = _matrix(gen, (n, n), torch.float32)
+        return x, other, x
+    if how == "overlaps_mat1":  # mat1 is half over the input's columns
+        wide = _matrix(gen, (n, 2 * n), torch.float32)
+        return wide[:, :n], wide[:, n // 2 : n // 2 + n], other
+    if how == "overlaps_mat2":  # mat2 is half over the input's rows
+        tall = _matrix(gen, (2 * n, n), torch.float32)
+        return tall[:n], other, tall[n // 2 : n // 2 + n]
+    raise ValueError(f"unknown aliasing {how!r}")
+
+
 @pytest.mark.addmm_
-def test_addmm_inplace_input_is_also_mat1():
-    # Every output tile must be computed from the original values of mat1.
-    x = _matrix(torch.Generator().manual_seed(19), (70, 70), torch.float32)
-    original = x.clone()
-    assert gems.addmm_(x, x, x) is x
-    _check(x, original, original, _ctx(70, 70, 70, torch.float32, aliased="input=mat1=mat2"), original)
+@pytest.mark.parametrize("how", ["mat1=mat2", "mat2", "overlaps_mat1", "overlaps_mat2"])
+def test_addmm_inplace_input_aliases_a_matrix(how):
+    # torch computes these (it refuses only an input with overlapping
+    # elements); every output tile must come from the values the input and
+    # the matrices held before any was written.
+    inp, a, b = _aliased(torch.Generator().manual_seed(19), how)
+    before, a0, b0 = inp.clone(), a.clone(), b.clone()
+    out = gems.addmm_(inp, a, b, beta=0.5, alpha=-1.5)
+    # The input itself (the identity of a view that shares its storage with
+    # another argument is not kept across an isolated call: its place is).
+    assert (out.data_ptr(), out.shape, out.stride()) == (inp.data_ptr(), inp.shape, inp.stride()), f"[{how}] addmm_ did not return its input"
+    _check(inp, a0, b0, _ctx(70, 70, 70, torch.float32, aliased=how), before, 0.5, -1.5)
 
 
 @pytest.mark.addmm_
