@@ -106,6 +106,7 @@ def run_stage(proj: Path, name: str, stage: str, warm: WarmStarter | None, tag: 
 
 _TIMES = re.compile(r"\d+(\.\d+)?s\b|\d+\.\d+")
 _THREAD = re.compile(r"thread 0x[0-9a-f]+")
+_SEED = re.compile(r"seed \d+")  # each stage draws its cases from a seed of its own
 # The sandbox line names the worker's scratch folder and pid, new every stage.
 _SANDBOX = re.compile(r"gemswatch-candidate-\w+|/proc/\d+")
 # A crash dump (faulthandler) lists the whole stack; below pytest's frames a
@@ -116,7 +117,7 @@ _BOTTOM_FRAMES = re.compile(r'^  File "(<frozen runpy>|<string>|[^"]*gemswatch/w
 def scrub(text: str, run_dir: Path, tag: str) -> str:
     text = text.replace(str(run_dir), "RUN").replace(run_dir.name, "RUN").replace(f"{tag}-", "TAG-")
     text = _BOTTOM_FRAMES.sub("", _THREAD.sub("thread X", _SANDBOX.sub("X", text)))
-    return _TIMES.sub("T", text)
+    return _TIMES.sub("T", _SEED.sub("seed N", text))
 
 
 def scrub_report(data, run_dir: Path, tag: str):
@@ -124,7 +125,7 @@ def scrub_report(data, run_dir: Path, tag: str):
         return {
             k: scrub_report(v, run_dir, tag)
             for k, v in data.items()
-            if not any(w in k for w in ("time", "duration", "latency", "speedup", "created"))
+            if not any(w in k for w in ("time", "duration", "latency", "speedup", "created", "seed"))
         }
     if isinstance(data, list):
         return [scrub_report(v, run_dir, tag) for v in data]
