@@ -132,6 +132,7 @@ class InputPool:
         feeder()
         return args, kwargs
 
+
 TIMED_DISTANCE = 0.02
 # Honest kernels reached up to 108 % of the measured copy bandwidth on an
 # H200 (pure reads beat a copy's read+write mix); 150 % is impossible.
