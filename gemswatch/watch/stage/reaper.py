@@ -95,18 +95,11 @@ def find_marked(marker: tuple[bytes, ...], exclude: frozenset[int] = frozenset()
     """Pids of live processes whose environment holds every entry of ``marker``."""
     found = []
     me = os.getpid()
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        pid = int(name)
+    for pid in _pids():
         if pid == me or pid in exclude:
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as f:
+            with open(f"/proc/{pid}/environ", "rb") as f:
                 entries = f.read().split(b"\0")
         except OSError:  # gone, or not ours
             continue
@@ -138,11 +131,8 @@ def kill_marked(marker: tuple[bytes, ...] | None, exclude: frozenset[int] = froz
 
 
 def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return None
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else None
 
 
 def log_too_big(path: Path, limit: int | None = None) -> bool:
@@ -287,22 +277,24 @@ def kill_adopted() -> list[int]:
 
 
 def _children(parent: int) -> list[int]:
-    found = []
+    return [pid for pid in _pids() if (fields := _stat_fields(pid)) and int(fields[1]) == parent]
+
+
+def _pids() -> list[int]:
+    """Every process id in ``/proc`` (none where it cannot be read)."""
     try:
-        names = os.listdir("/proc")
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == parent:
-            found.append(int(name))
-    return found
+        return []
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 # ---------------------------------------------------------------------------
