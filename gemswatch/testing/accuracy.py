@@ -37,7 +37,22 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["Rule", "TOLERANCES", "tolerance", "describe_rule", "assert_close", "to_reference"]
+__all__ = ["Rule", "TOLERANCES", "AccuracyError", "tolerance", "describe_rule", "assert_close", "to_reference"]
+
+
+class AccuracyError(AssertionError):
+    """A result judged wrong, with what the message says as data.
+
+    ``fields``: the result's ``dtype`` and ``shape``, and for an element-wise
+    failure the ``index`` of the worst element, its ``abs_err`` and
+    ``rel_err``, and how many of the ``elements`` were ``mismatched``; for a
+    systematic error its ``bias``. The correctness report keeps them per
+    failed case, so failures can be grouped without parsing messages.
+    """
+
+    def __init__(self, message: str, **fields: object):
+        super().__init__(message)
+        self.fields = fields
 
 
 class Rule(NamedTuple):
@@ -203,7 +218,7 @@ def assert_close(
     if not bool(close.all()):
         _raise_elementwise(got, want, close, allowed, dtype, reduce_len)
     atol = atol[finite] if isinstance(atol, torch.Tensor) else atol
-    _check_bias(got[finite], want[finite], mag[finite], atol, rule, frac, dtype, reduce_len, rounded_terms)
+    _check_bias(got[finite], want[finite], mag[finite], atol, rule, frac, dtype, reduce_len, rounded_terms, got.shape)
 
 
 def _assert_equal(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> None:
@@ -211,11 +226,17 @@ def _assert_equal(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> 
     if bool(equal.all()):
         return
     flat = int((~equal).reshape(-1).nonzero()[0])
-    raise AssertionError(
-        f"{int((~equal).sum())} of {got.numel()} elements differ (dtype {dtype}: must be equal); "
-        f"first at index {_index(flat, got.shape)}: got {got.reshape(-1)[flat].item()!r}, "
-        f"expected {want.reshape(-1)[flat].item()!r}"
+    index, mismatched = _index(flat, got.shape), int((~equal).sum())
+    raise AccuracyError(
+        f"{mismatched} of {got.numel()} elements differ (dtype {dtype}: must be equal); "
+        f"first at index {index}: got {got.reshape(-1)[flat].item()!r}, "
+        f"expected {want.reshape(-1)[flat].item()!r}",
+        **_where(dtype, got.shape), index=list(index), mismatched=mismatched, elements=got.numel(),
     )
+
+
+def _where(dtype: torch.dtype, shape: torch.Size) -> dict[str, object]:
+    return {"dtype": str(dtype).removeprefix("torch."), "shape": list(shape)}
 
 
 def _raise_elementwise(got, want, close, allowed, dtype, reduce_len) -> None:
@@ -227,14 +248,23 @@ def _raise_elementwise(got, want, close, allowed, dtype, reduce_len) -> None:
     flat = int(excess.reshape(-1).argmax())
     g, w = got.reshape(-1)[flat].item(), want.reshape(-1)[flat].item()
     rel = abs(g - w) / abs(w) if w else math.inf
-    raise AssertionError(
-        f"{int((~close).sum())} of {got.numel()} elements differ; worst at index {_index(flat, got.shape)}: "
+    index, mismatched = _index(flat, got.shape), int((~close).sum())
+    raise AccuracyError(
+        f"{mismatched} of {got.numel()} elements differ; worst at index {index}: "
         f"got {g!r}, expected {w!r} (abs err {abs(g - w):.3g}, rel err {rel:.3g}, allowed {allowed.reshape(-1)[flat].item():.3g}); "
-        f"{describe_rule(dtype, reduce_len)}"
+        f"{describe_rule(dtype, reduce_len)}",
+        **_where(dtype, got.shape), index=list(index), abs_err=_finite(abs(g - w)), rel_err=_finite(rel),
+        mismatched=mismatched, elements=got.numel(),
     )
 
 
-def _check_bias(got, want, mag, atol, rule: Rule, frac: float, dtype, reduce_len, rounded_terms: bool) -> None:
+def _finite(x: float) -> float | None:
+    """``x``, or None where JSON has no number for it (inf, NaN)."""
+    return x if math.isfinite(x) else None
+
+
+def _check_bias(got, want, mag, atol, rule: Rule, frac: float, dtype, reduce_len, rounded_terms: bool,
+                shape: torch.Size) -> None:
     """Fail on a systematic scale error that per-element checks let through."""
     if want.numel() == 0:
         return
@@ -256,8 +286,9 @@ def _check_bias(got, want, mag, atol, rule: Rule, frac: float, dtype, reduce_len
     slack = float((a.abs() * (frac + terms) * mag).sum()) / weight
     if abs(s) <= noise + slack:
         return
-    raise AssertionError(
+    raise AccuracyError(
         f"systematic error: the result is off by {s:+.3g} of the reference on average (weighted least-squares scale "
         f"over {want.numel()} elements, against the reference rounded {mode}); allowed {noise + slack:.3g} ({noise:.3g} of rounding noise + {slack:.3g} of "
-        f"compute slack); every element is within its own tolerance; {describe_rule(dtype, reduce_len)}"
+        f"compute slack); every element is within its own tolerance; {describe_rule(dtype, reduce_len)}",
+        **_where(dtype, shape), bias=s, elements=want.numel(),
     )

@@ -24,6 +24,13 @@ Random cases: ``--seed N`` (default: a fresh seed per session) seeds the
 test's node id, so test ids stay stable while drawn shapes change from run to
 run; the end of the log and the report name the seed, and ``--seed`` replays it.
 
+Failures: each record keeps pytest's nodeid and adds ``test`` (the test
+function) and ``case`` (the id with readable parameters, ``float16`` for
+``dtype0``); a failed case adds ``failure``: the error's type, the dtype,
+size class and layout the case was on when it failed (its last note) and,
+for a result judged wrong by ``assert_close``, its shape, worst index and
+errors (``AccuracyError.fields``).
+
 Coverage: what the cases noted with ``gemswatch.testing.cases.record`` (size
 class, dtype, layout) is kept per case and summed per operator marker in the
 report's ``coverage``.
@@ -44,6 +51,8 @@ from typing import Any
 import pytest
 
 from . import cases as case_notes
+from .accuracy import AccuracyError
+from .case_ids import readable_case
 from .integrity import IntegrityError
 from .session_overrides import SessionOverrides, add_report_options, write_json_atomic
 
@@ -80,14 +89,39 @@ class _Case:
     reason: str | None = None
     candidate_calls: dict[str, int] | None = None
     covered: list[dict[str, str]] = field(default_factory=list)
+    test: str = ""  # the test function's name
+    case: str = ""  # the test's name with readable parameters
+    failure: dict[str, Any] | None = None  # what the failing call raised, as data
 
     def to_dict(self) -> dict[str, Any]:
-        record = {"nodeid": self.nodeid, "params": self.params, "opname": self.opname, "result": self.result, "reason": self.reason}
+        record = {"nodeid": self.nodeid, "params": self.params, "opname": self.opname, "result": self.result, "reason": self.reason,
+                  "test": self.test, "case": self.case}
         if self.candidate_calls is not None:
             record["candidate_calls"] = self.candidate_calls
         if self.covered:
             record["covered"] = self.covered
+        if self.failure is not None and self.result in ("failed", "error"):
+            record["failure"] = self.failure
         return record
+
+
+def failure_fields(error: BaseException, covered: list[dict[str, str]]) -> dict[str, Any]:
+    """What a failed call raised, as data: the error's type; the dtype, size
+    class and layout of the last thing the case noted (what it was on when it
+    failed); and the fields of an ``AccuracyError`` in the exception's chain
+    (a test may re-raise it with the case named, ``from None``)."""
+    out: dict[str, Any] = {"error": type(error).__name__}
+    if covered:
+        out.update({k: covered[-1][k] for k in ("dtype", "size_class", "layout") if k in covered[-1]})
+    seen: BaseException | None = error
+    for _ in range(8):  # a chain is short; a cycle must not hang the session
+        if seen is None:
+            break
+        if isinstance(seen, AccuracyError):
+            out.update(seen.fields)
+            break
+        seen = seen.__cause__ or seen.__context__
+    return out
 
 
 # Marks on operator tests that are not operators.
@@ -157,7 +191,11 @@ class CorrectnessPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
         callspec = getattr(item, "callspec", None)
         marks = [m.name for m in item.iter_markers() if m.name not in _CONTROL_MARKS]
-        self.cases[item.nodeid] = _Case(item.nodeid, dict(callspec.params) if callspec else {}, list(dict.fromkeys(marks)))
+        params = dict(callspec.params) if callspec else {}
+        self.cases[item.nodeid] = _Case(
+            item.nodeid, params, list(dict.fromkeys(marks)),
+            test=getattr(item, "originalname", None) or item.name, case=readable_case(item.name, params),
+        )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
@@ -170,13 +208,20 @@ class CorrectnessPlugin:
             self._record_calls(item, before)
             new = self.overrides.violations[logged:]
             if new and e is not new[0] and not isinstance(e, (KeyboardInterrupt, SystemExit)):
+                self._note_failure(item, new[0])
                 raise new[0] from e  # an integrity failure outranks what followed it
+            self._note_failure(item, e)
             raise
         self._record_calls(item, before)
         new = self.overrides.violations[logged:]
         if new:
+            self._note_failure(item, new[0])
             raise new[0]  # the test caught the guard's exception; the case still fails
-        self._check_invocation(item)
+        try:
+            self._check_invocation(item)
+        except IntegrityError as e:
+            self._note_failure(item, e)
+            raise
         return result
 
     def _record_calls(self, item: pytest.Item, before: dict[str, int]) -> None:
@@ -185,6 +230,11 @@ class CorrectnessPlugin:
         if case is not None:
             case.candidate_calls = {name: n - before.get(name, 0) for name, n in after.items()}
             case.covered = _dedupe(case_notes.take_records())
+
+    def _note_failure(self, item: pytest.Item, error: BaseException) -> None:
+        case = self.cases.get(item.nodeid)
+        if case is not None:
+            case.failure = failure_fields(error, case.covered)
 
     def _check_invocation(self, item: pytest.Item) -> None:
         """A passing case that tests an overridden operator (by its marker)
