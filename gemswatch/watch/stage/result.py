@@ -16,6 +16,7 @@ DETAIL_CHARS = 2000
 LOG_TAIL_CHARS = 4000
 SKIP_REASONS = 5  # the most common reasons a stage_finished event names
 PER_CASE_ROWS = 64  # a benchmark's worst cases a stage_finished event keeps
+FAILURE_GROUPS = 12  # a correctness stage's largest failure groups an event keeps
 
 
 @dataclass
@@ -88,6 +89,10 @@ class StageResult:
     # speedup, pct_of_copy, tflops; ``prev``: the case's speedup at the
     # candidate's previous passing benchmark, added by the session).
     per_case: tuple[dict[str, Any], ...] = ()
+    # A correctness stage's failed cases by test function and dtype, most
+    # first (FailureGroup.to_dict: test, dtype, failed, of, cases, shapes,
+    # error, worst_case, worst_rel_err, worst_abs_err, worst_shape, worst_index).
+    failure_groups: tuple[dict[str, Any], ...] = ()
 
     def event_fields(self) -> dict[str, Any]:
         """The ``stage_finished`` fields of this result (docs/watch.md)."""
@@ -111,6 +116,8 @@ class StageResult:
             fields["skips"] = dict(sorted(self.skips.items(), key=lambda kv: -kv[1])[:SKIP_REASONS])
         if self.first_failure:
             fields["first_failure"] = self.first_failure
+        if self.failure_groups:
+            fields["failure_groups"] = [dict(g) for g in self.failure_groups[:FAILURE_GROUPS]]
         if self.detail:
             fields["detail"] = self.detail[:DETAIL_CHARS]
         if self.log_tail:

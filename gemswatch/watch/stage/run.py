@@ -167,6 +167,7 @@ class Stages:
             seed=verdict.seed,
             skips=verdict.skips,
             per_case=tuple(verdict.per_case),
+            failure_groups=tuple({**g.to_dict(), "error": _unsnapshot(g.error, run)} for g in verdict.failure_groups),
             command=plan.command,
             device=plan.device,
             warm=outcome.warm,

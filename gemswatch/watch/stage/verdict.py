@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..status import ALL_SKIPPED, CRASHED, ERROR, FAILED, PASSED, SUPERSEDED, TIMEOUT, UNCALLED
+from .failure_groups import FailureGroup, group_failures
 from .pytest_log import first_failure_line, first_line, signal_name, usage_error
 from .result import Cases, Outcome
 
@@ -40,6 +41,7 @@ class Verdict:
     seed: int | None = None  # of the correctness stage's drawn cases
     skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
     per_case: list[dict[str, Any]] = field(default_factory=list)  # the benchmark's timed cases, worst first
+    failure_groups: list[FailureGroup] = field(default_factory=list)  # a correctness stage's failures by test and dtype
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +299,11 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
         text = first_fail.get("message") or first_fail.get("reason") or (
             "setup error" if first_fail.get("result") in (None, "error") else "failed"
         )
-        return _failed_at(v, str(first_fail.get("nodeid") or ""), first_line(text), str(text))
+        v.failure_groups = group_failures(records)
+        nodeid = str(first_fail.get("nodeid") or "")
+        case = first_fail.get("case")
+        shown = nodeid.rsplit("::", 1)[0] + "::" + case if isinstance(case, str) and case and "::" in nodeid else ""
+        return _failed_at(v, nodeid, first_line(text), str(text), shown if shown != nodeid else "")
     if not records:
         v.status = ERROR
         v.message = "no test cases ran: check the operator's tests and marker in config.yaml"
