@@ -340,6 +340,13 @@ class DynamicOpOverride:
         with self._lock:
             return self._installed.get((module_name, op_name))
 
+    def get_original(self, op_name: str, module_name: str = DEFAULT_MODULE) -> Callable | None:
+        """What ``<module>.<op>`` was before this registry first overrode it
+        (None when it did not exist or was never overridden)."""
+        with self._lock:
+            original = self._originals.get((module_name, op_name), _MISSING)
+        return None if original is _MISSING or not callable(original) else original
+
     def unused(self) -> dict[str, str]:
         """Full name -> explanation, for installed file-loaded candidates
         that have not been called yet (what restore would complain about)."""

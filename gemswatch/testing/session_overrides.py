@@ -163,6 +163,11 @@ class SessionOverrides:
             return None
         return self.registry.get_override(op, self.module_name)
 
+    def original(self, op: str) -> Callable | None:
+        """The module's own ``op`` that the session's candidate replaced (the
+        bundled kernel a candidate is compared with), or None."""
+        return self.registry.get_original(op, self.module_name) if self.registry else None
+
     def target(self, op: str) -> str:
         return f"{self.module_name}.{op}"
 

@@ -18,6 +18,7 @@ import pytest
 # run imported, and triton's extension cannot be imported a second time.
 import gemswatch.gems
 import gemswatch.testing.benchmark.plugin  # noqa: F401
+from gemswatch.testing.benchmark.case_extras import CASE_FIELDS
 
 pytest_plugins = ["pytester"]
 
@@ -556,7 +557,7 @@ def test_timing_report_fields(project):
     assert len(entry["cases"]) == 2
     for case in entry["cases"]:
         assert list(case) == ["case_id", "dtype", "shape", "params", "latency_base", "latency", "speedup", "gbps",
-                              "pct_of_copy", "tflops", "candidate_source", "error"]
+                              "pct_of_copy", "tflops", "candidate_source", "error", *CASE_FIELDS]
         assert case["latency_base"] > 0 and case["latency"] > 0 and case["gbps"] > 0 and case["tflops"] is None
         assert case["speedup"] == pytest.approx(case["latency_base"] / case["latency"])
         assert case["candidate_source"] == "override" and case["error"] is None
@@ -564,7 +565,7 @@ def test_timing_report_fields(project):
     assert summary["cases"] == 2 and summary["candidate_source"] == "override"
     assert summary["geomean_speedup"] == pytest.approx(entry["geomean_speedup"])
     where = f"{TIMER}, {DEVICE}" + (", Triton interpreter" if INTERPRETED else "")
-    result.stdout.fnmatch_lines([lit(f"*softmax: geomean speedup * over 2 cases ({where})")])
+    result.stdout.fnmatch_lines([lit(f"*softmax: * against *; geomean speedup * against torch eager over 2 cases ({where})")])
 
 
 def test_timing_without_override_has_no_candidate_source(project):

@@ -227,7 +227,8 @@ def test_reports_start_with_schema_and_replace_the_file(tmp_path):
 
 def test_benchmark_report_and_log():
     case = {"case_id": "mm-float16-0", "dtype": "float16", "shape": {"M": 1}, "params": {}, "latency_base": 2.0,
-            "latency": 1.0, "speedup": 2.0, "gbps": None, "tflops": 0.5, "candidate_source": "override", "error": None}
+            "latency": 1.0, "speedup": 2.0, "gbps": None, "tflops": 0.5, "candidate_source": "override", "error": None,
+            "speedup_gems": 4.0, "speedup_headline": 4.0, "headline_vs": "gems"}
     failed = case | {"case_id": "mm-float16-1", "latency": None, "speedup": None, "candidate_source": None,
                      "error": "RuntimeError: x"}
     report = benchmark_report(
@@ -235,6 +236,12 @@ def test_benchmark_report_and_log():
         device="cpu", interpreted=True, level="core", timer="wall_clock(median)", warmup_ms=1, iter_ms=1,
         status="failed", exit_status=1, problems=[])
     assert list(report)[:5] == ["schema_version", "device", "interpreted", "level", "timer"]
-    assert report["operators"] == {"mm": {"geomean_speedup": 2.0, "cases": 2, "failed": 1, "candidate_source": "override"}}
+    assert report["operators"] == {"mm": {
+        "geomean_speedup": 2.0, "cases": 2, "failed": 1, "candidate_source": "override",
+        "geomean_speedup_compile": None, "geomean_speedup_best": None, "geomean_speedup_gems": 4.0,
+        "geomean_headline": 4.0, "headline_vs": "gems"}}
+    # Under the interpreter the report says which ratio means anything, and heads with it.
+    assert report["headline_vs"] == "gems" and "only the ratio against the interpreted gems kernel" in report["caveat"]
     text = benchmark_log(report)
     assert "mm-float16-1" in text and "ERROR RuntimeError: x" in text and "geomean speedup 2.000" in text
+    assert "headline 4.000 against gems" in text and report["caveat"] in text

@@ -72,6 +72,9 @@ def add_options(parser: pytest.Parser) -> None:
         help="candidate calls before the profile scope (default 10)")
     add("--profile-iterations", default=1, type=int, metavar="N",
         help="candidate calls inside the profile scope (default 1)")
+    add("--torch-compile", default="auto", choices=["auto", "on", "off"],
+        help="time torch.compile of each case's baseline too: auto (on CUDA only; seconds per case on the CPU), "
+        "on or off (default auto)")
     add("--parallel", default=0, type=int, metavar="N",
         help="accepted for compatibility with upstream command lines; gems benchmarks do not shard")
 
@@ -92,6 +95,7 @@ class BenchOptions:
     profile_warmup: int
     profile_iterations: int
     parallel: int
+    torch_compile: str = "auto"  # the torch.compile baseline: auto, on or off
 
     @property
     def calls_candidate(self) -> bool:
@@ -199,4 +203,5 @@ def read_options(config: pytest.Config) -> BenchOptions:
         profile_warmup=o.profile_warmup,
         profile_iterations=o.profile_iterations,
         parallel=o.parallel,
+        torch_compile=getattr(o, "torch_compile", "auto"),
     )

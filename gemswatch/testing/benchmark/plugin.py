@@ -55,6 +55,7 @@ from .reports import (
     write_json_atomic,
     write_text_atomic,
 )
+from .figures import HEADLINE_WORDS, INTERPRETER_CAVEAT
 from .runner import BenchmarkRunner
 from .state import BenchState
 
@@ -169,6 +170,7 @@ class BenchmarkPlugin:
             data = benchmark_report(
                 st.results, device=st.device, interpreted=st.interpreted, level=o.level,
                 timer=st.timer.name, warmup_ms=o.warmup_ms, iter_ms=o.iter_ms, copy_gbps=st.measured_copy_gbps,
+                torch_compile=st.compiled.to_dict(), matmul_tflops=st.measured_matmul_tflops,
                 status=verdict,
                 exit_status=final, problems=self.problems,
             )
@@ -192,10 +194,16 @@ class BenchmarkPlugin:
             write(f"gemswatch: {note}")
         if st.options.mode == "timing" and st.results:
             for b in st.results:
-                g = b["geomean_speedup"]
-                write(f"gemswatch: {b['operator']}: geomean speedup "
-                      f"{'-' if g is None else f'{g:.3g}'} over {len(b['cases'])} cases ({st.timer.name}, "
-                      f"{st.device}{', Triton interpreter' if st.interpreted else ''})")
+                g, h = b["geomean_speedup"], b.get("geomean_headline")
+                write(f"gemswatch: {b['operator']}: {'-' if h is None else f'{h:.3g}x'} against "
+                      f"{HEADLINE_WORDS.get(b.get('headline_vs'), 'no baseline')}; geomean speedup "
+                      f"{'-' if g is None else f'{g:.3g}'} against torch eager over {len(b['cases'])} cases "
+                      f"({st.timer.name}, {st.device}{', Triton interpreter' if st.interpreted else ''})")
+            if st.interpreted:
+                write(f"gemswatch: {INTERPRETER_CAVEAT}", yellow=True)
+            compiled = st.compiled
+            if compiled.status != "on":
+                write(f"gemswatch: torch.compile baseline {compiled.status}: {compiled.reason}")
         for problem in self.problems:
             write(f"gemswatch: {problem}", red=True, bold=True)
         if self.written:

@@ -23,10 +23,11 @@ from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
 from .isolated_timing import remote_of, time_isolated
 from .cases import CaseList, CaseSpec, case_seed, dtype_name
+from .case_extras import CASE_FIELDS, record_extras
 from .reference import describe_error
 from .reference_run import run_reference
 from .state import BenchState
-from .summary import geomean, summarize
+from .summary import extra_geomeans, geomean, summarize
 from .timed_checks import InputPool, check_speed_of_light, check_timed_output
 from .timing import clone_inputs, synchronize, tensor_bytes
 
@@ -227,7 +228,7 @@ class BenchmarkRunner:
                 "case_id": spec.case_id, "dtype": dtype_name(spec.dtype), "shape": spec.shape, "params": spec.params,
                 "latency_base": None, "latency": None, "speedup": None, "gbps": None, "pct_of_copy": None,
                 "tflops": None, "candidate_source": None, "error": None,
-            }
+            } | dict.fromkeys(CASE_FIELDS)
             cases.append(entry)
             try:
                 self._time_case(bm, spec, entry, timer)
@@ -242,6 +243,7 @@ class BenchmarkRunner:
             "nodeid": self.nodeid,
             "candidate_source": source,
             "geomean_speedup": speedup,
+            **extra_geomeans(cases),
             "cases": cases,
         })
         self._raise_failures(bm, "timing", selected, failures)
@@ -314,6 +316,9 @@ class BenchmarkRunner:
                 entry["pct_of_copy"] = 100.0 * entry["gbps"] / st.copy_gbps
         if is_override:
             entry["candidate_source"] = "override"
+        # The other baselines, the roofline, determinism and peak memory:
+        # each on inputs built afresh from the case's seed.
+        record_extras(st, bm, spec, entry, fn, remote, is_override)
 
     def _first_call(self, bm: Benchmark, fn: Callable, is_override: bool, args: tuple, kwargs: dict
                     ) -> tuple[Callable, list[str]]:

@@ -19,6 +19,7 @@ import pytest
 
 from ..session_overrides import SessionOverrides
 from .cases import CaseList, CaseSpec
+from .compiled import CompiledBaselines
 from .options import BenchOptions
 from .timing import Timer, copy_bandwidth_gbps, make_timer, matmul_tflops
 
@@ -46,6 +47,7 @@ class BenchState:
     _timer: Timer | None = None
     _copy_gbps: float | None = None
     _matmul_tflops: dict[Any, float] = field(default_factory=dict)
+    _compiled: CompiledBaselines | None = None
 
     # -- device -------------------------------------------------------------
 
@@ -94,6 +96,18 @@ class BenchState:
         if dtype not in self._matmul_tflops:
             self._matmul_tflops[dtype] = matmul_tflops(self.timer, dtype)
         return self._matmul_tflops[dtype]
+
+    @property
+    def compiled(self) -> CompiledBaselines:
+        """The session's torch.compile baselines (compiled on first use, cached)."""
+        if self._compiled is None:
+            self._compiled = CompiledBaselines.for_session(self.options.torch_compile, self.device)
+        return self._compiled
+
+    @property
+    def measured_matmul_tflops(self) -> dict[str, float]:
+        """dtype name -> the matrix-product TFLOP/s cases measured (never measures)."""
+        return {str(dtype).removeprefix("torch."): v for dtype, v in self._matmul_tflops.items()}
 
     @property
     def measured_copy_gbps(self) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["geomean", "summarize"]
+__all__ = ["extra_geomeans", "geomean", "summarize"]
 
 
 def geomean(values: list[float]) -> float | None:
@@ -28,3 +28,19 @@ def summarize(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float 
     good = [c for c in cases if c["error"] is None]
     sources = {c["candidate_source"] for c in good}
     return good, geomean([c["speedup"] for c in good]), "override" if good and sources == {"override"} else None
+
+
+# The per-case ratios each benchmark and operator also gives a geomean of.
+_EXTRA_RATIOS = (("speedup_compile", "geomean_speedup_compile"), ("speedup_best", "geomean_speedup_best"),
+                 ("speedup_gems", "geomean_speedup_gems"), ("speedup_headline", "geomean_headline"))
+
+
+def extra_geomeans(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geomeans of the other baselines' ratios over the cases without error,
+    and the baseline the headline is against (the cases' own, when they agree;
+    ``mixed`` when they do not)."""
+    good = [c for c in cases if c["error"] is None]
+    out: dict[str, Any] = {name: geomean([c.get(key) for c in good]) for key, name in _EXTRA_RATIOS}
+    against = {c.get("headline_vs") for c in good if c.get("headline_vs")}
+    out["headline_vs"] = against.pop() if len(against) == 1 else ("mixed" if against else None)
+    return out

@@ -270,6 +270,9 @@ class RemoteCandidate:
         self.__name__ = self.__qualname__ = name
         self.__doc__ = f"{name} from {path}, run in an isolated worker process"
         self.fastest_ms: float | None = None  # the judge's wall time of the fastest call so far
+        # What the worker says the last call held on the device: a claim,
+        # bounded by the benchmark before it is reported (memory.check_claimed_peak).
+        self.claimed_peak_bytes: Any = None
 
     def __repr__(self) -> str:
         return f"<isolated candidate {self.__name__} from {self.path}>"
@@ -291,6 +294,7 @@ class RemoteCandidate:
             reply, fd = self.worker.request(packed.header, packed.fd)
             took = (time.perf_counter() - t0) * 1e3
             self.fastest_ms = took if self.fastest_ms is None else min(self.fastest_ms, took)
+            self.claimed_peak_bytes = reply.get("peak_bytes")
             try:
                 return self._result(reply, fd, packed)
             finally:

@@ -9,7 +9,8 @@ interpreter). It serves one request at a time on its socket:
 - ``{"op": "function", "file", "name"}``: check that the file defines the
   callable ``name``;
 - ``{"op": "call", "file", "name"}`` with the arguments: call it
-  and answer its result, or the exception it raised.
+  and answer its result (with ``peak_bytes``, the device memory the call
+  held beyond what was allocated as it began, on CUDA), or the exception it raised.
 
 Nothing this process says is trusted by the judge: it answers with plain
 bytes and descriptions that the judge rebuilds and checks itself. What it
@@ -203,11 +204,13 @@ class _Worker:
         func = loaded.function(str(header.get("name")))
         (args, kwargs), inputs = transport.unpack(header, fd, own=False, mappings=self.mappings)
         before = _modes()
+        allocated = _peak_start()
         try:
             out = func(*args, **kwargs)
         except BaseException as e:  # a skip, an exit or a crash of the candidate is the judge's to judge
             _write_back(inputs)
             return {**_error(e, self.folders()), "modes": _both(before, _modes())}, None
+        peak = _peak_end(allocated)
         modes = _both(before, _modes())
         _write_back(inputs)
         out, subclasses = _plain_outputs(out)
@@ -215,7 +218,7 @@ class _Worker:
         reused = self.results.returned_again(mine)
         try:
             packed = transport.pack(out, aliases=inputs.tensors, arena=self.arena, ok=True, modes=modes,
-                                    subclasses=subclasses, reused=reused)
+                                    subclasses=subclasses, reused=reused, peak_bytes=peak)
         except transport.TransportError as e:
             return {**_error(e, self.folders()), "modes": modes}, None
         # Its bytes are on their way: the memory it leaves must not hold a
@@ -224,6 +227,22 @@ class _Worker:
         self.results.remember(mine)
         inputs.close()
         return packed.header, packed
+
+
+def _peak_start() -> int | None:
+    """Bytes allocated on the device as a call begins, with the peak reset (None off CUDA)."""
+    if not torch.cuda.is_initialized():
+        return None
+    torch.cuda.reset_peak_memory_stats()
+    return torch.cuda.memory_allocated()
+
+
+def _peak_end(allocated: int | None) -> int | None:
+    """The most the call held beyond what was allocated as it began: a claim
+    the judge bounds (see the benchmark's memory module)."""
+    if allocated is None:
+        return None
+    return max(0, torch.cuda.max_memory_allocated() - allocated)
 
 
 class _Returned:
