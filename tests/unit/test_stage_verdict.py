@@ -352,3 +352,33 @@ def test_a_failing_benchmark_case_is_shown_by_its_shape_not_its_hash():
     v = decide("preflight", Outcome(1), pre([failing]), OPS)
     assert v.message == "softmax float16 x=[1, 5] dim=-1: RuntimeError: boom"
     assert v.first_failure == "softmax-float16-5854eff95aec815b"  # the id --case-id replays
+
+
+def test_the_headline_ratio_leads_the_verdict_and_orders_the_cases():
+    # Under the interpreter the headline is against the interpreted gems
+    # kernel: a case 2x faster than torch but 0.5x the gems kernel is the worst.
+    cases = [
+        bcase(2.0) | {"case_id": "a", "speedup_headline": 0.5, "headline_vs": "gems", "speedup_gems": 0.5,
+                      "latency_gems": 0.25, "determinism": "PASS", "peak_mem_bytes": None},
+        bcase(0.5) | {"case_id": "b", "speedup_headline": 8.0, "headline_vs": "gems", "speedup_gems": 8.0,
+                      "latency_gems": 4.0, "determinism": "NON_DETERMINISTIC", "peak_mem_bytes": 4096},
+    ]
+    report = bench(cases) | {"caveat": "CPU interpreter: only the ratio against the interpreted gems kernel means anything"}
+    v = decide("benchmark", Outcome(0), report, OPS)
+    assert v.status == PASSED and v.speedup == pytest.approx(1.0)
+    assert v.headline_speedup == pytest.approx(2.0) and v.headline_vs == "gems"
+    assert v.message == report["caveat"]
+    assert [r["case"] for r in v.per_case] == ["a", "b"]
+    worst, best = v.per_case
+    assert (worst["speedup_headline"], worst["gems_ms"], worst["determinism"], worst["headline_vs"]) == (0.5, 0.25, "PASS", "gems")
+    assert best["peak_mem_bytes"] == 4096 and isinstance(best["peak_mem_bytes"], int)
+    assert best["compile_ms"] is None and best["pct_of_roofline"] is None
+
+
+def test_a_benchmark_event_carries_its_headline_unrounded():
+    from gemswatch.watch.stage.result import StageResult
+
+    fields = StageResult("benchmark", PASSED, speedup=0.0012345678, headline_speedup=1.23456789,
+                         headline_vs="gems").event_fields()
+    assert (fields["speedup"], fields["headline_speedup"], fields["headline_vs"]) == (0.0012345678, 1.23456789, "gems")
+    assert "headline_speedup" not in StageResult("correctness", PASSED).event_fields()

@@ -89,6 +89,11 @@ class StageResult:
     # speedup, pct_of_copy, tflops; ``prev``: the case's speedup at the
     # candidate's previous passing benchmark, added by the session).
     per_case: tuple[dict[str, Any], ...] = ()
+    # A benchmark's geomean against its headline baseline and which that is
+    # ("best" of torch eager and torch.compile on a GPU, "gems" under the
+    # CPU interpreter, "eager" without a compile figure, "mixed").
+    headline_speedup: float | None = None
+    headline_vs: str | None = None
     # A correctness stage's failed cases by test function and dtype, most
     # first (FailureGroup.to_dict: test, dtype, failed, of, cases, shapes,
     # error, worst_case, worst_rel_err, worst_abs_err, worst_shape, worst_index).
@@ -126,4 +131,6 @@ class StageResult:
             fields["speedups"] = dict(self.speedups)
             fields["per_case"] = [dict(c) for c in self.per_case[:PER_CASE_ROWS]]
             fields["speedup_prev"] = self.speedup_prev
+            fields["headline_speedup"] = self.headline_speedup  # unrounded, like speedup
+            fields["headline_vs"] = self.headline_vs
         return fields

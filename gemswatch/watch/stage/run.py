@@ -159,6 +159,8 @@ class Stages:
             candidate_calls=verdict.candidate_calls,
             speedup=verdict.speedup,
             speedups=verdict.speedups,
+            headline_speedup=verdict.headline_speedup,
+            headline_vs=verdict.headline_vs,
             report=str(plan.report) if plan.report.exists() else None,
             log=str(plan.log),
             message=_unsnapshot(verdict.message, run),
