@@ -38,10 +38,21 @@ def run(names: list[str]) -> tuple[list[dict], float]:
             (proj / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         env = {k: v for k, v in os.environ.items() if k != "GEMSWATCH_DEVICE"}
         t0 = time.monotonic()
-        r = subprocess.run(
-            [sys.executable, "-m", "gemswatch.watch", "run", "--json"], cwd=proj, env=env, capture_output=True, text=True, timeout=1800
-        )
-        return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")], time.monotonic() - t0
+        events = []
+        # Streamed, so that a run stopped early still shows the verdicts it reached.
+        with subprocess.Popen(
+            [sys.executable, "-m", "gemswatch.watch", "run", "--json"], cwd=proj, env=env, stdout=subprocess.PIPE, text=True
+        ) as proc:
+            for line in proc.stdout:
+                if line.startswith("{"):
+                    events.append(json.loads(line))
+                    _show(events[-1])
+        return events, time.monotonic() - t0
+
+
+def _show(e: dict) -> None:
+    if e["event"] == "stage_finished" and e["status"] != "not_run":
+        print(f"{e['candidate']:34s} {e['stage']:12s} {e['status']:11s} {e['duration_s']:6.2f}s  {e.get('message', '')[:110]}", flush=True)
 
 
 def main(names: list[str]) -> int:
@@ -53,9 +64,6 @@ def main(names: list[str]) -> int:
     for group in filter(None, groups):
         events, took = run(group)
         seconds += took
-        for e in events:
-            if e["event"] == "stage_finished" and e["status"] != "not_run":
-                print(f"{e['candidate']:34s} {e['stage']:12s} {e['status']:11s} {e['duration_s']:6.2f}s  {e.get('message', '')[:110]}")
         problems += check_statuses(events, group)
     print(f"{len(names)} files in {seconds:.1f} s; " + ("every verdict as expected" if not problems else "DIFFERENT:"))
     for p in problems:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 from .config import Config, ConfigError, load_config
 from .dependencies import DependencyIndex
 from .devices import DeviceInfo
+from .environment import EnvironmentTags
 from .events import EventBus
 from .filters import Change
 from .history import STATE_DIR, History, new_run_id
@@ -114,6 +115,8 @@ class Session:
         if self.history.skipped:
             self._note(f"{self.history.path}: skipped {self.history.skipped} line(s) that are not gemswatch records "
                        "(torn, or written by something else); the rest of the history is kept")
+        self._environment: EnvironmentTags | None = None
+        bus.subscribe(self._tag)  # before the history: every line it writes carries the tags
         bus.subscribe(self.history.sink)
         bus.subscribe(self._track)
         self.scheduler = Scheduler(self, bus.emit, self.jobs, device.slots)
@@ -163,6 +166,21 @@ class Session:
             return {cand: dict(stages) for cand, stages in self.last_stages.items()}
 
     # -- events ---------------------------------------------------------------
+
+    @property
+    def environment(self) -> EnvironmentTags:
+        """The tags of this session's results (rebuilt when config.yaml's project or python changes)."""
+        cfg = self.config
+        env = self._environment
+        if env is None or (env.project, env.python) != (cfg.project, cfg.python):
+            gpu = self.device.gpus[0] if self.device.kind == "cuda" and self.device.gpus else None
+            env = self._environment = EnvironmentTags(cfg.project, cfg.python, gpu, cfg.watch)
+        return env
+
+    def _tag(self, record: dict[str, Any]) -> None:
+        """Give a finished stage or run the environment it was measured in."""
+        if record.get("event") in ("stage_finished", "run_finished"):
+            record["env"] = self.environment.tags()
 
     def _track(self, record: dict[str, Any]) -> None:
         ev = record.get("event")
