@@ -1,4 +1,10 @@
-"""Tables for ``gemswatch history``: results per save and a leaderboard."""
+"""Tables for ``gemswatch history``: results per save and a leaderboard.
+
+Given the current environment (:mod:`.environment`), both mark the rows
+measured in another one (``other``: torch, triton, driver or device
+differ) or in an unknown one (``?``: a line written before lines were
+tagged), so like is compared with like.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 from .dashboard import STATUS_STYLE
+from .environment import same_environment
 from .events import format_speedup
 from .status import STAGES
 
-__all__ = ["matches_target", "saves", "leaderboard", "history_tables"]
+__all__ = ["matches_target", "saves", "leaderboard", "history_tables", "environment_mark"]
 
 
 def matches_target(rec: dict[str, Any], target: str | None) -> bool:
@@ -47,8 +54,11 @@ def saves(records: list[dict[str, Any]], target: str | None = None) -> list[dict
                 "status": None,
                 "speedup": None,
                 "speedups": {},
+                "env": None,
             },
         )
+        if isinstance(rec.get("env"), dict):
+            run["env"] = rec["env"]
         if rec["event"] == "stage_finished":
             run["stages"][rec.get("stage")] = rec
             if rec.get("stage") == "benchmark" and rec.get("status") == "passed":
@@ -88,12 +98,28 @@ def leaderboard(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
             key = (r["candidate"], r["sha"])
             cur = board.setdefault(op, {}).get(key)
             if cur is None or sp > cur["speedup"]:
-                board[op][key] = {"candidate": r["candidate"], "sha": r["sha"], "speedup": sp, "time": r["time"]}
+                board[op][key] = {"candidate": r["candidate"], "sha": r["sha"], "speedup": sp, "time": r["time"],
+                                  "env": r.get("env")}
     return {op: sorted(v.values(), key=lambda e: -e["speedup"]) for op, v in sorted(board.items())}
 
 
-def history_tables(records: list[dict[str, Any]], target: str | None, limit: int = 30) -> list[RenderableType]:
+def environment_mark(env: Any, current: dict[str, Any] | None) -> Text:
+    """'' for a row of the current environment, 'other' for another, '?' for an untagged one."""
+    same = same_environment(env, current)
+    if same is None:
+        return Text("?", style="dim")
+    if same:
+        return Text("")
+    differs = [k for k in ("torch", "triton", "driver", "device") if env.get(k) != current.get(k)]
+    return Text("other: " + ", ".join(f"{k} {env.get(k)}" for k in differs), style="yellow")
+
+
+def history_tables(records: list[dict[str, Any]], target: str | None, limit: int = 30,
+                   current_env: dict[str, Any] | None = None) -> list[RenderableType]:
+    """The saves table and the leaderboard; with ``current_env``, an ``env``
+    column marks rows of another environment."""
     runs = saves(records, target)
+    marked = current_env is not None
     t = Table(box=box.SIMPLE, title=f"saves{f' of {target}' if target else ''} (latest {limit})", title_justify="left")
     t.add_column("time", no_wrap=True)
     t.add_column("candidate")
@@ -102,6 +128,8 @@ def history_tables(records: list[dict[str, Any]], target: str | None, limit: int
         t.add_column(s)
     t.add_column("speedup")
     t.add_column("change")
+    if marked:
+        t.add_column("env")
     for r in runs[-limit:]:
         cells = []
         for s in STAGES:
@@ -115,6 +143,7 @@ def history_tables(records: list[dict[str, Any]], target: str | None, limit: int
             *cells,
             format_speedup(r['speedup']) if r["speedup"] is not None else "-",
             Text(f"{change * 100:+.1f}%", style="green" if change > 0 else "red") if change is not None else Text("-", style="dim"),
+            *([environment_mark(r.get("env"), current_env)] if marked else []),
         )
     out: list[RenderableType] = [t]
     board = leaderboard(runs)
@@ -126,9 +155,12 @@ def history_tables(records: list[dict[str, Any]], target: str | None, limit: int
         lb.add_column("sha256")
         lb.add_column("speedup")
         lb.add_column("time")
+        if marked:
+            lb.add_column("env")
         for op, entries in board.items():
             for i, e in enumerate(entries[:5], 1):
-                lb.add_row(op if i == 1 else "", str(i), str(e["candidate"]), str(e["sha"])[:12], format_speedup(e['speedup']), str(e["time"])[:19].replace("T", " "))
+                lb.add_row(op if i == 1 else "", str(i), str(e["candidate"]), str(e["sha"])[:12], format_speedup(e['speedup']), str(e["time"])[:19].replace("T", " "),
+                           *([environment_mark(e.get("env"), current_env)] if marked else []))
         out.append(lb)
     else:
         out.append(Text("leaderboard: no variant has passed correctness and a benchmark yet (press b, or --benchmark auto)", style="dim"))

@@ -95,9 +95,23 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not records:
         console.print(f"no history yet in {hist.path}: run `gemswatch` or `gemswatch run` first")
         return 0
-    for t in history_tables(records, args.target, args.limit):
+    current = _current_environment(cfg)
+    for t in history_tables(records, args.target, args.limit, current_env=current):
         console.print(t)
+    console.print(f"env: blank = this environment (torch {current['torch']}, triton {current['triton']}, "
+                  f"{current['device']}, driver {current['driver']}); other = measured with another; "
+                  "? = a line without tags", style="dim", markup=False, soft_wrap=True)
     return 0
+
+
+def _current_environment(cfg) -> dict:
+    """The ``env`` tags results measured now would carry."""
+    from ..devices import detect_devices
+    from ..environment import EnvironmentTags
+
+    device = detect_devices()
+    gpu = device.gpus[0] if device.kind == "cuda" and device.gpus else None
+    return EnvironmentTags(cfg.project, cfg.python, gpu, cfg.watch).tags()
 
 
 def _quiet_stdout() -> None:
