@@ -64,6 +64,77 @@ def test_history_tables_render():
     assert "leaderboard" in out and "+25.0%" in out and "1.50x" in out
 
 
+# -- environment tags -------------------------------------------------------------
+
+ENV = {"commit": "f" * 40, "dirty": False, "torch": "2.13.0", "triton": "3.9.0", "driver": "580.1", "device": "NVIDIA H200"}
+
+
+def test_rows_of_another_environment_are_marked_and_commits_are_not_environments():
+    records = [
+        stage("r1", "c/a.py", "a1" * 32, "correctness", "passed", t="2025-01-01T10:00:00") | {"env": ENV},
+        stage("r1", "c/a.py", "a1" * 32, "benchmark", "passed", 1.2, t="2025-01-01T10:00:01") | {"env": ENV},
+        # Another commit and a dirty tree: still this environment.
+        stage("r2", "c/a.py", "a2" * 32, "correctness", "passed", t="2025-01-01T10:01:00") | {"env": ENV | {"commit": "e" * 40, "dirty": True}},
+        stage("r2", "c/a.py", "a2" * 32, "benchmark", "passed", 1.5, t="2025-01-01T10:01:01") | {"env": ENV | {"commit": "e" * 40, "dirty": True}},
+        stage("r3", "c/a.py", "a3" * 32, "correctness", "passed", t="2025-01-01T10:02:00") | {"env": ENV | {"torch": "2.11.0"}},
+        stage("r3", "c/a.py", "a3" * 32, "benchmark", "passed", 9.0, t="2025-01-01T10:02:01") | {"env": ENV | {"torch": "2.11.0"}},
+        stage("r4", "c/a.py", "a4" * 32, "correctness", "passed", t="2025-01-01T10:03:00"),  # written before tags
+        stage("r4", "c/a.py", "a4" * 32, "benchmark", "passed", 1.1, t="2025-01-01T10:03:01"),
+    ]
+    console = Console(file=io.StringIO(), width=220, color_system=None)
+    for t in history_tables(records, None, current_env=ENV):
+        console.print(t)
+    saves_rows = [line for line in console.file.getvalue().splitlines() if "c/a.py" in line and "passed" in line]
+    assert len(saves_rows) == 4
+    by_sha = {sha[:12]: next(r for r in saves_rows if sha[:12] in r) for sha in ("a1" * 32, "a2" * 32, "a3" * 32, "a4" * 32)}
+    assert "other" not in by_sha["a1a1a1a1a1a1"] and "?" not in by_sha["a1a1a1a1a1a1"]
+    assert "other" not in by_sha["a2a2a2a2a2a2"]
+    assert "other: torch 2.11.0" in by_sha["a3a3a3a3a3a3"]
+    assert by_sha["a4a4a4a4a4a4"].rstrip().endswith("?")
+    # The leaderboard's 9.0x variant is marked too: it was measured with another torch.
+    board = console.file.getvalue().split("leaderboard", 1)[1]
+    assert "9.00x" in board and "other: torch 2.11.0" in board
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": "/usr/bin:/bin"})
+
+
+def test_tags_name_the_commit_and_a_dirty_tree_outside_the_watched_folder(tmp_path):
+    import importlib.metadata
+
+    from gemswatch.watch.environment import EnvironmentTags
+
+    (tmp_path / "cands").mkdir()
+    (tmp_path / "cands" / "k.py").write_text("a = 1\n")
+    (tmp_path / "lib.py").write_text("b = 1\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "x")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    now = [0.0]
+    tags = EnvironmentTags(tmp_path, sys.executable, None, tmp_path / "cands", clock=lambda: now[0])
+    env = tags.tags()
+    assert env == {"commit": head, "dirty": False, "torch": importlib.metadata.version("torch"),
+                   "triton": importlib.metadata.version("triton"), "driver": None, "device": "cpu"}
+    (tmp_path / "cands" / "k.py").write_text("a = 2\n")  # editing a candidate is what the loop is for
+    now[0] += 10
+    assert tags.tags()["dirty"] is False
+    (tmp_path / "lib.py").write_text("b = 2\n")  # the code it is judged by changed
+    assert tags.tags()["dirty"] is False  # read at most every refresh_s
+    now[0] += 10
+    assert tags.tags()["dirty"] is True
+
+
+def test_outside_a_checkout_the_git_tags_are_null(tmp_path):
+    from gemswatch.watch.environment import EnvironmentTags
+
+    env = EnvironmentTags(tmp_path, sys.executable, None).tags()
+    assert (env["commit"], env["dirty"], env["device"]) == (None, None, "cpu")
+
+
 # -- gemswatch new --------------------------------------------------------------
 
 MODULE = '''\

@@ -216,6 +216,19 @@ def test_history_is_on_disk_before_the_event_is_shown(proj):
     session.stop()
 
 
+def test_every_history_line_carries_the_environment(proj):
+    cfg = load_config(proj / "config.yaml")
+    session = Session(cfg, DeviceInfo("cpu"), EventBus(), jobs=1, stages=FunctionStages(lambda r, st, d: StageResult(st, PASSED)))
+    session.run_all()
+    assert session.scheduler.wait_idle(10)
+    session.stop()
+    lines = [json.loads(x) for x in session.history.path.read_text().splitlines()]
+    assert {x["event"] for x in lines} == {"stage_finished", "run_finished"} and len(lines) == 3
+    for line in lines:
+        assert set(line["env"]) == {"commit", "dirty", "torch", "triton", "driver", "device"}
+        assert line["env"]["device"] == "cpu" and line["env"]["torch"]
+
+
 def test_history_survives_a_torn_line(proj):
     h = Harness(proj)
     s = h.start()
