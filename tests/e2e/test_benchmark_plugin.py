@@ -8,6 +8,7 @@ candidates wrap torch so the sessions stay fast on the CPU interpreter.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import types
 from contextlib import contextmanager
@@ -559,13 +560,74 @@ def test_timing_report_fields(project):
         assert list(case) == ["case_id", "dtype", "shape", "params", "latency_base", "latency", "speedup", "gbps",
                               "pct_of_copy", "tflops", "candidate_source", "error", *CASE_FIELDS]
         assert case["latency_base"] > 0 and case["latency"] > 0 and case["gbps"] > 0 and case["tflops"] is None
-        assert case["speedup"] == pytest.approx(case["latency_base"] / case["latency"])
+        # Stored unrounded: exactly the ratios of the stored latencies.
+        assert case["speedup"] == case["latency_base"] / case["latency"]
+        assert case["latency_gems"] > 0 and case["speedup_gems"] == case["latency_gems"] / case["latency"]
         assert case["candidate_source"] == "override" and case["error"] is None
+        assert case["bytes"] == 2 * 4 * math.prod(case["shape"]["x"]) and case["flops"] is None
+        assert case["determinism"] == "PASS" and case["determinism_detail"] is None
+        if INTERPRETED:  # the honest headline there: the interpreted gems kernel
+            assert (case["headline_vs"], case["speedup_headline"]) == ("gems", case["speedup_gems"])
+            assert case["latency_compile"] is None and case["pct_of_roofline"] is None
+            assert case["peak_mem_bytes"] is None and case["peak_mem_base_bytes"] is None
+    if INTERPRETED:
+        assert report["headline_vs"] == "gems" and "interpreted gems kernel" in report["caveat"]
+        assert report["torch_compile"]["status"] == "off" and "--torch-compile on" in report["torch_compile"]["reason"]
+        result.stdout.fnmatch_lines(["*softmax: *x against the interpreted gems kernel (the only ratio that means "
+                                     "anything under the CPU interpreter)*"])
     summary = report["operators"]["softmax"]
     assert summary["cases"] == 2 and summary["candidate_source"] == "override"
     assert summary["geomean_speedup"] == pytest.approx(entry["geomean_speedup"])
     where = f"{TIMER}, {DEVICE}" + (", Triton interpreter" if INTERPRETED else "")
     result.stdout.fnmatch_lines([lit(f"*softmax: * against *; geomean speedup * against torch eager over 2 cases ({where})")])
+
+
+# Three calls on the same inputs: bitwise equal, off by about an ulp, or off by far more.
+DETERMINISM_CANDIDATES = {
+    "steady.py": """
+import torch
+
+def run(x, dim=-1, dtype=None):
+    return torch.log_softmax(x, dim)
+""",
+    "jitter.py": """
+import torch
+
+def run(x, dim=-1, dtype=None):
+    y = torch.softmax(x, dim)
+    return y * (1 + (torch.rand_like(y) - 0.5) * 2.0**-22)  # an ulp or so, as atomics reorder sums
+""",
+    "wild.py": """
+import torch
+
+def run(x, dim=-1, dtype=None):
+    y = torch.softmax(x, dim)
+    return y * (1 + (torch.rand_like(y) - 0.5) * 1e-2)
+""",
+}
+
+
+def _determinism(project, *overrides):
+    for name, text in DETERMINISM_CANDIDATES.items():
+        project.path.joinpath(name).write_text(text)
+    args = [a for o in overrides for a in ("--override", o)]
+    result = run(project, *FAST, *args, "--record", "json", "--output", "bench.json")
+    return result, {b["operator"]: [(c["determinism"], c["determinism_detail"]) for c in b["cases"]]
+                    for b in load(project, "bench.json")["benchmarks"]}
+
+
+def test_repeated_calls_give_a_determinism_verdict_per_case(project):
+    result, verdicts = _determinism(project, "softmax:jitter.py:run", "log_softmax:steady.py:run")
+    assert result.ret == 0
+    assert verdicts["log_softmax"] == [("PASS", None)] * 2
+    assert [v for v, _ in verdicts["softmax"]] == ["NON_DETERMINISTIC"] * 2
+    assert all("within the accuracy rule" in d for _, d in verdicts["softmax"])
+
+
+def test_repeated_calls_beyond_the_accuracy_rule_fail(project):
+    _, verdicts = _determinism(project, "softmax:wild.py:run")
+    assert [v for v, _ in verdicts["softmax"]] == ["FAIL"] * 2
+    assert all(d.startswith("call 2, output 0: ") for _, d in verdicts["softmax"])
 
 
 def test_timing_without_override_has_no_candidate_source(project):

@@ -245,3 +245,85 @@ def test_benchmark_report_and_log():
     text = benchmark_log(report)
     assert "mm-float16-1" in text and "ERROR RuntimeError: x" in text and "geomean speedup 2.000" in text
     assert "headline 4.000 against gems" in text and report["caveat"] in text
+
+
+# -- per-case figures, determinism, memory claims, the compile baseline ----------
+
+
+def test_figures_head_with_gems_under_the_interpreter_and_the_best_baseline_on_a_gpu():
+    from gemswatch.testing.benchmark.figures import CaseTimes, case_figures
+
+    times = CaseTimes(latency=2.0, eager=1.0, compiled=0.5, gems=6.0)
+    cpu = case_figures(times, interpreted=True, moved_bytes=0, flops=None, copy_gbps=None, peak_tflops=None)
+    assert (cpu["headline_vs"], cpu["speedup_headline"], cpu["speedup_gems"]) == ("gems", 3.0, 3.0)
+    assert cpu["pct_of_roofline"] is None and cpu["roofline_bound"] is None
+    gpu = case_figures(times, interpreted=False, moved_bytes=8 * 10**9, flops=None, copy_gbps=8000.0, peak_tflops=None)
+    assert (gpu["headline_vs"], gpu["speedup_headline"], gpu["speedup_compile"]) == ("best", 0.25, 0.25)
+    # 8 GB at 8000 GB/s is 1 ms of a 2 ms call: half the roofline, memory-bound.
+    assert gpu["gbps"] == pytest.approx(4000.0) and gpu["pct_of_roofline"] == pytest.approx(50.0)
+    assert gpu["roofline_bound"] == "memory"
+    eager_only = case_figures(CaseTimes(2.0, 1.0), interpreted=False, moved_bytes=1, flops=4e12,
+                              copy_gbps=1e3, peak_tflops=4000.0)
+    assert (eager_only["headline_vs"], eager_only["speedup_headline"]) == ("eager", 0.5)
+    assert eager_only["roofline_bound"] == "compute" and eager_only["pct_of_roofline"] == pytest.approx(50.0)
+    assert eager_only["tflops"] == pytest.approx(2000.0)
+
+
+def test_repeated_results_are_judged_bitwise_then_by_the_accuracy_rule():
+    from gemswatch.testing.benchmark.determinism import compare_runs
+
+    x = torch.linspace(0.1, 1.0, 64)
+    assert compare_runs([x, x.clone(), x.clone()]) == ("PASS", None)
+    nan = torch.tensor([float("nan"), -0.0])
+    assert compare_runs([nan, nan.clone()])[0] == "PASS"
+    ulp = torch.nextafter(x, torch.full_like(x, 2.0))
+    verdict, detail = compare_runs([x, x.clone(), ulp])
+    assert verdict == "NON_DETERMINISTIC" and detail.startswith("call 3, output 0")
+    assert compare_runs([x, x * 1.01])[0] == "FAIL"
+    assert compare_runs([(x, 1), (x.clone(), 2)]) == ("FAIL", "call 2, output 1: 2 against 1")
+    assert compare_runs([x, x[:3]])[0] == "FAIL"
+    assert compare_runs([torch.arange(4), torch.arange(4) + 1])[0] == "FAIL"  # integers must be equal
+
+
+@pytest.mark.parametrize("claim", [None, True, 1.5e3, -1, 99, 10**13])
+def test_a_peak_memory_claim_outside_what_the_judge_knows_is_rejected(claim):
+    from gemswatch.testing.benchmark.memory import check_claimed_peak
+    from gemswatch.testing.integrity import IntegrityError
+
+    assert check_claimed_peak("softmax", 4096, 100, 10**12) == 4096
+    with pytest.raises(IntegrityError, match="reported-memory"):
+        check_claimed_peak("softmax", claim, 100, 10**12)
+
+
+def test_the_compile_baseline_is_off_the_cpu_by_default_and_a_failure_turns_it_off_once(monkeypatch):
+    from gemswatch.testing.benchmark import compiled as module
+    from gemswatch.testing.benchmark.cases import CaseSpec
+    from gemswatch.testing.benchmark.compiled import CompiledBaselines
+
+    assert CompiledBaselines.for_session("auto", "cpu").status == "off"
+    assert CompiledBaselines.for_session("off", "cuda").status == "off"
+    assert CompiledBaselines.for_session("auto", "cuda").status == "on"
+    made = []
+
+    def fake_compile(fn, dynamic):
+        made.append(fn.__code__)
+
+        def compiled(*args, **kwargs):
+            if len(made) > 2:
+                raise RuntimeError("no C++ compiler")
+            return fn(*args, **kwargs)
+        return compiled
+
+    monkeypatch.setattr(module.torch, "compile", fake_compile)
+    cb = CompiledBaselines.for_session("on", "cpu")
+    spec = lambda shape: CaseSpec("softmax-float32-x", "softmax", "n", "core", 0, torch.float32, {"x": shape}, {})  # noqa: E731
+    x = torch.ones(3)
+    first, took = cb.get("softmax", torch.softmax, spec([3]), (x, -1), {}, lambda: None)
+    assert first is not None and took >= 0
+    assert cb.get("softmax", torch.softmax, spec([3]), (x, -1), {}, lambda: None) == (first, None)  # cached
+    assert cb.get("softmax", torch.softmax, spec([4]), (x, -1), {}, lambda: None)[0] is not None
+    assert made[0] is not made[1]  # a code object per signature: no shared recompile limit
+    assert cb.get("softmax", torch.softmax, spec([5]), (x, -1), {}, lambda: None) == (None, None)
+    assert cb.status == "unavailable" and "no C++ compiler" in cb.reason
+    assert cb.get("softmax", torch.softmax, spec([6]), (x, -1), {}, lambda: None) == (None, None)
+    assert len(made) == 3  # not tried again
