@@ -1,5 +1,5 @@
 """A correctness stage's failures grouped by test function and dtype, and
-carried by the verdict and the stage_finished event."""
+its coverage, carried by the verdict and the stage_finished event."""
 
 from __future__ import annotations
 
@@ -75,3 +75,14 @@ def test_the_verdict_and_the_event_carry_the_groups_and_a_readable_first_case():
     fields = StageResult("correctness", v.status, cases=Cases(), failure_groups=groups).event_fields()
     assert fields["failure_groups"][0]["worst_shape"] == [4, 781] and fields["failure_groups"][0]["of"] == 3
     assert "failure_groups" not in StageResult("correctness", "passed").event_fields()
+
+
+def test_the_coverage_of_the_report_goes_with_the_verdict_and_the_event():
+    coverage = {"softmax": {"cases": 3, "size_class": ["small", "tiny"], "dtype": ["bfloat16", "float32"],
+                            "layout": ["contiguous"], "dtypes_by_size_class": {"small": ["bfloat16"]}}}
+    passed = [r for r in RECORDS if r["result"] == "passed"]
+    report = {"schema_version": "gemswatch.correctness/v1", "status": "passed", "records": passed, "coverage": coverage}
+    v = decide("correctness", Outcome(returncode=0), report, ["softmax"])
+    assert v.status == "passed" and v.coverage == coverage
+    assert StageResult("correctness", "passed", coverage=v.coverage).event_fields()["coverage"] == coverage
+    assert decide("correctness", Outcome(returncode=0), {**report, "coverage": "junk"}, ["softmax"]).coverage == {}

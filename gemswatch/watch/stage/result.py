@@ -98,6 +98,9 @@ class StageResult:
     # first (FailureGroup.to_dict: test, dtype, failed, of, cases, shapes,
     # error, worst_case, worst_rel_err, worst_abs_err, worst_shape, worst_index).
     failure_groups: tuple[dict[str, Any], ...] = ()
+    # A correctness stage's coverage, per operator (the report's: cases,
+    # size_class, dtype, layout, dtypes_by_size_class).
+    coverage: dict[str, Any] = field(default_factory=dict)
 
     def event_fields(self) -> dict[str, Any]:
         """The ``stage_finished`` fields of this result (docs/watch.md)."""
@@ -123,6 +126,8 @@ class StageResult:
             fields["first_failure"] = self.first_failure
         if self.failure_groups:
             fields["failure_groups"] = [dict(g) for g in self.failure_groups[:FAILURE_GROUPS]]
+        if self.coverage:
+            fields["coverage"] = dict(self.coverage)
         if self.detail:
             fields["detail"] = self.detail[:DETAIL_CHARS]
         if self.log_tail:

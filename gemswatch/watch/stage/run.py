@@ -170,6 +170,7 @@ class Stages:
             skips=verdict.skips,
             per_case=tuple(verdict.per_case),
             failure_groups=tuple({**g.to_dict(), "error": _unsnapshot(g.error, run)} for g in verdict.failure_groups),
+            coverage=verdict.coverage,
             command=plan.command,
             device=plan.device,
             warm=outcome.warm,

@@ -44,6 +44,7 @@ class Verdict:
     headline_speedup: float | None = None  # geomean against the headline baseline (best of eager/compile, or gems)
     headline_vs: str | None = None  # that baseline: "best", "eager", "gems" or "mixed"
     failure_groups: list[FailureGroup] = field(default_factory=list)  # a correctness stage's failures by test and dtype
+    coverage: dict[str, Any] = field(default_factory=dict)  # a correctness report's: operator -> axes its cases covered
 
 
 # ---------------------------------------------------------------------------
@@ -295,8 +296,10 @@ def _decide_correctness(rc: int, report: Any, operators: list[str], log_tail: st
                 if _matches_op(str(key), op) and isinstance(n, int):
                     calls[op] += n
     seed = extra.get("seed")
+    coverage = extra.get("coverage")
     v = Verdict(PASSED, cases=cases, candidate_calls=calls,
-                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None, skips=skips)
+                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None, skips=skips,
+                coverage={str(k): e for k, e in coverage.items() if isinstance(e, dict)} if isinstance(coverage, dict) else {})
     if first_fail is not None:
         text = first_fail.get("message") or first_fail.get("reason") or (
             "setup error" if first_fail.get("result") in (None, "error") else "failed"
