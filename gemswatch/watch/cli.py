@@ -25,7 +25,7 @@ from .stage import reaper as care
 
 __all__ = ["main"]
 
-_VALUE_OPTS = {"--config", "--benchmark", "--jobs", "--limit", "--svg", "--seed"}
+_VALUE_OPTS = {"--config", "--benchmark", "--jobs", "--limit", "--svg", "--seed", "--executor", "--ray-address"}
 
 EXAMPLES = """\
 examples:
@@ -38,6 +38,7 @@ examples:
   gemswatch new rms_norm rms_norm_v3    start a candidate from the current gems kernel
   gemswatch --config ../FlagGems/config.yaml   drive another checkout
   gemswatch --cold                      start every stage as a fresh interpreter (no warm pool)
+  gemswatch run --executor ray          every stage a task on a Ray cluster (docs/scale-out.md)
 
 dashboard keys: r rerun all, f rerun failed, b benchmark now, up/down select, q quit
 """
@@ -65,6 +66,19 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--cold",
         action="store_true",
         help="start every stage as a fresh interpreter (no warm pool; default: config's `warm:`)",
+    )
+    g.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default=None,
+        help="where stages run: local, or ray (a Ray cluster: docs/scale-out.md; default: config's `executor:`)",
+    )
+    g.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        default=None,
+        help="with --executor ray: the cluster to join, auto or HOST:PORT "
+        "(default: config's `ray_address:`, else a cluster of this machine started for the run)",
     )
     out = g.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON event per line on stdout")

@@ -12,8 +12,18 @@ __all__ = ["DeviceInfo", "detect_devices"]
 
 @dataclass(frozen=True)
 class DeviceInfo:
+    """Where stages run: this machine's CPU or GPUs, or a cluster's slots.
+
+    ``cpus``: CPU slots when they are not this machine's cores (a cluster);
+    ``exclusive``: every stage holds its device slot alone (a Ray GPU slot),
+    not only the benchmark; ``label``: how to describe it, when not
+    by ``kind``."""
+
     kind: str  # "cpu" or "cuda"
     gpus: tuple[str, ...] = ()
+    cpus: int | None = None
+    exclusive: bool = False
+    label: str = ""
 
     @property
     def slots(self) -> list[str | None]:
@@ -21,9 +31,13 @@ class DeviceInfo:
         return list(self.gpus) if self.kind == "cuda" else [None]
 
     def default_jobs(self) -> int:
-        return len(self.gpus) if self.kind == "cuda" else max(1, os.cpu_count() or 1)
+        if self.kind == "cuda":
+            return len(self.gpus)
+        return max(1, self.cpus if self.cpus is not None else os.cpu_count() or 1)
 
     def describe(self) -> str:
+        if self.label:
+            return self.label
         if self.kind == "cuda":
             return f"cuda x{len(self.gpus)} ({','.join(self.gpus)})"
         return "cpu (Triton interpreter)"

@@ -21,12 +21,12 @@ from .filters import Change
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate, CandidateMap
 from .scheduler import Scheduler
-from .stage import Run, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
+from .stage import Run, StageExecutor, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
 from .stage.plan import base_env
 from .stage.run import start_run
 from .stage.tamper import ProjectGuard
 from .stage.warm import WarmStarter
-from .status import ALL_SKIPPED, PASSED, SUPERSEDED
+from .status import ALL_SKIPPED, PASSED, STAGES, SUPERSEDED
 from .summary import latest_result
 
 __all__ = ["Session", "pipeline_stages"]
@@ -51,6 +51,10 @@ class Session:
             default: :class:`~.stage.Stages` forking from a warm pool.
         warm: False starts every stage cold (``--cold``); None follows the
             config's ``warm:``.
+        executor: runs the stages instead of the warm pool (a Ray
+            cluster's :class:`~.stage.ray.RayExecutor`); its stages start
+            cold and every one holds its device slot alone when
+            ``device.exclusive``.
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class Session:
         stages: StageRunner | None = None,
         warm: bool | None = None,
         seed: int | None = None,
+        executor: StageExecutor | None = None,
     ):
         self.seed_override = seed  # the correctness stages' --seed, kept across reloads
         self.config = config if seed is None else replace(config, seed=seed)
@@ -95,6 +100,9 @@ class Session:
         self.warm_override = warm
         self.warm: WarmStarter | None = None
         self.guard = ProjectGuard()  # the files stages are judged by
+        self.closers: list[Callable[[], None]] = []  # called once the stages are stopped (a Ray cluster's shutdown)
+        if stages is None and executor is not None:
+            stages = Stages(executor, self.guard)
         if stages is None:
             # a stage is forked from the warm pool when it can be
             self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
@@ -119,7 +127,8 @@ class Session:
         bus.subscribe(self._tag)  # before the history: every line it writes carries the tags
         bus.subscribe(self.history.sink)
         bus.subscribe(self._track)
-        self.scheduler = Scheduler(self, bus.emit, self.jobs, device.slots)
+        exclusive = frozenset(STAGES) if device.exclusive else frozenset({"benchmark"})
+        self.scheduler = Scheduler(self, bus.emit, self.jobs, device.slots, exclusive_stages=exclusive)
 
     # -- properties -----------------------------------------------------------
 
@@ -445,3 +454,6 @@ class Session:
         self.scheduler.stop()
         if self.warm is not None:
             self.warm.shutdown()
+        closers, self.closers = self.closers, []
+        for close in closers:
+            close()

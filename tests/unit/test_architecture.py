@@ -31,6 +31,8 @@ class Rule:
 RULES = (
     # The watcher process: nothing heavy, never the library, the harness or a candidate.
     Rule("gemswatch.watch", frozenset({"yaml", "rich", "watchdog"}), ("gemswatch.warmpool",)),
+    # The Ray executor: the watcher's rule, plus Ray (imported inside functions only).
+    Rule("gemswatch.watch.stage.ray", frozenset({"yaml", "rich", "watchdog", "ray"}), ("gemswatch.watch", "gemswatch.warmpool")),
     # Run by path in any interpreter: the standard library only.
     Rule("gemswatch.warmpool", frozenset(), ()),
     # The protocol targets any module; it knows nothing of pytest plugins or the watcher.
@@ -94,8 +96,10 @@ def violations(rule: Rule, source: str, module: str, is_package: bool, where: st
 
 
 def part_files(part: str) -> list[Path]:
+    """The modules of ``part``, less those of a part inside it (which has its own rule)."""
     folder = PACKAGE.parent.joinpath(*part.split("."))
-    return sorted(folder.rglob("*.py"))
+    inner = [r.part for r in RULES if r.part.startswith(part + ".")]
+    return sorted(f for f in folder.rglob("*.py") if not any(module_name(f).startswith(p) for p in inner))
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.part for r in RULES])
@@ -106,6 +110,18 @@ def test_each_part_imports_only_what_it_may(rule):
     for f in files:
         found += violations(rule, f.read_text(encoding="utf-8"), module_name(f), f.name == "__init__.py", str(f.relative_to(PACKAGE.parent)))
     assert found == [], "\n".join(found)
+
+
+def test_ray_is_imported_inside_functions_only():
+    # gemswatch without Ray installed must never import it: no module-level import of ray.
+    found = []
+    for f in part_files("gemswatch.watch.stage.ray"):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        for node in tree.body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{f.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] == "ray"]
+    assert found == []
 
 
 def test_the_top_level_package_imports_nothing_heavy():

@@ -33,7 +33,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     cfg = load_project_config(args, watch_override)
     if isinstance(cfg, int):
         return cfg
-    session, bus, out, device = open_session(args, cfg, watch_override)
+    opened = open_session(args, cfg, watch_override)
+    if isinstance(opened, int):
+        return opened
+    session, bus, out, device = opened
     stop = threading.Event()
     restore_signals = install_stop_signals(stop)
     inbox: queue.Queue[Any] = queue.Queue()
@@ -131,7 +134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not targets:
             print_error(f"gemswatch run: no mapped candidate exists in {cfg.watch}: add files under `candidates:` in {cfg.path.name}")
             return 2
-    session, bus, out, device = open_session(args, cfg, None, only=[c.rel for c in targets])
+    opened = open_session(args, cfg, None, only=[c.rel for c in targets])
+    if isinstance(opened, int):
+        return opened
+    session, bus, out, device = opened
     out.state.footer = "gemswatch run: every file once, then exit · Ctrl-C stops"
     stop = threading.Event()
     restore_signals = install_stop_signals(stop)

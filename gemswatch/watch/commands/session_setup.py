@@ -20,8 +20,8 @@ from typing import Callable
 import yaml
 
 from ..config import Config, ConfigError, ConfigIssue, load_config
-from ..devices import detect_devices
 from ..events import EventBus, JsonSink
+from .backend import open_backend
 from .output import Output, print_error
 
 __all__ = ["install_stop_signals", "load_project_config", "open_session"]
@@ -135,11 +135,15 @@ def _sha256(path: Path) -> str | None:
 
 
 def open_session(args: argparse.Namespace, cfg: Config, watch_override: Path | None, only: list[str] | None = None):
-    """(session, bus, output, device) for a command; ``only`` limits the
-    dashboard rows to those candidates."""
+    """(session, bus, output, device) for a command, or exit code 2 when its
+    stages have nowhere to run (:func:`~.backend.open_backend`); ``only``
+    limits the dashboard rows to those candidates."""
     from ..session import Session
 
-    device = detect_devices()
+    backend = open_backend(args, cfg)
+    if isinstance(backend, int):
+        return backend
+    device = backend.device
     bus = EventBus()
     session = Session(
         cfg,
@@ -150,7 +154,10 @@ def open_session(args: argparse.Namespace, cfg: Config, watch_override: Path | N
         watch_override=watch_override,
         warm=False if getattr(args, "cold", False) else None,
         seed=getattr(args, "seed", None),
+        executor=backend.executor,
     )
+    if backend.close is not None:
+        session.closers.append(backend.close)
     out = Output(args, bus, cfg, device, session.jobs, session.policy)
     session.notify = out.note
     state = out.state

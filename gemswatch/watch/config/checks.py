@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..status import STAGES
-from .model import _TOP_KEYS, DEFAULT_TIMEOUTS, LEVELS, POLICIES, ConfigIssue
+from .model import _TOP_KEYS, DEFAULT_TIMEOUTS, EXECUTORS, LEVELS, POLICIES, ConfigIssue
 from .yamltext import _keyname
 
 __all__ = ["default_preload"]
@@ -156,6 +156,20 @@ def _check_policy(ck: _Checker, data: dict) -> str:
 
 def _check_level(ck: _Checker, data: dict) -> str:
     return _check_choice(ck, data, "level", "level", LEVELS, "core")
+
+
+def _check_executor(ck: _Checker, data: dict) -> str:
+    """``executor:``, where the stages run."""
+    return _check_choice(ck, data, "executor", "executor", EXECUTORS, "local")
+
+
+def _check_ray_address(ck: _Checker, data: dict) -> str | None:
+    """``ray_address:``, the Ray cluster to join (None: start one here)."""
+    address = _get_str(ck, data, "ray_address", None)
+    if address is not None and not address.strip():
+        ck.issue(("ray_address",), "empty address", "write `ray_address: auto` or `ray_address: HOST:PORT`, or leave it out")
+        return None
+    return address.strip() if address else None
 
 
 def _check_jobs(ck: _Checker, data: dict) -> int | None:

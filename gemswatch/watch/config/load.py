@@ -13,6 +13,7 @@ import yaml
 from .checks import (
     _check_duplicates,
     _check_env,
+    _check_executor,
     _check_grace,
     _check_jobs,
     _check_level,
@@ -21,6 +22,7 @@ from .checks import (
     _check_preload,
     _check_project,
     _check_python,
+    _check_ray_address,
     _check_timeouts,
     _check_unknown_keys,
     _check_warm,
@@ -70,6 +72,8 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
     grace = _check_grace(ck, data)
     env = _check_env(ck, data)
     warm = _check_warm(ck, data)
+    executor = _check_executor(ck, data)
+    ray_address = _check_ray_address(ck, data)
     preload = _check_preload(ck, data, module)
     operators = _check_operators(ck, data.get("operators"), project)
     # Globs are matched only against a usable watched folder (one error, not one per glob).
@@ -94,6 +98,8 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
         operators=operators,
         preload=preload,
         warm=warm,
+        executor=executor,
+        ray_address=ray_address,
         warnings=tuple(ck.warnings),
         text_sha256=hashlib.sha256(text.encode()).hexdigest(),
         lines=lines,

@@ -19,6 +19,7 @@ __all__ = [
 ]
 
 POLICIES = ("never", "manual", "auto")
+EXECUTORS = ("local", "ray")
 LEVELS = ("core", "comprehensive")
 DEFAULT_TIMEOUTS = {"preflight": 300.0, "correctness": 900.0, "benchmark": 1800.0}
 
@@ -37,6 +38,8 @@ _TOP_KEYS = {
     "operators": "operator -> {tests, benchmark, marker}",
     "preload": "modules the warm pool imports once for every stage",
     "warm": "fork stages from a warm pool (true) or start each cold (false)",
+    "executor": "where stages run: local (this machine) or ray (a Ray cluster, docs/scale-out.md)",
+    "ray_address": "the Ray cluster to join (auto or HOST:PORT; default: start one on this machine)",
 }
 _OP_KEYS = ("tests", "benchmark", "marker")
 _GLOB_CHARS = set("*?[")
@@ -108,6 +111,8 @@ class Config:
     operators: dict[str, OperatorSpec]
     preload: tuple[str, ...] = ()
     warm: bool = True
+    executor: str = "local"
+    ray_address: str | None = None
     seed: int | None = None  # the correctness stages' --seed (command line only: `gemswatch --seed N`)
     warnings: tuple[ConfigIssue, ...] = ()
     text_sha256: str = ""

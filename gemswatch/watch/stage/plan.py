@@ -37,7 +37,9 @@ class StagePlan:
     ``warm`` says whether the executor will try the warm pool first.
     ``guarded`` are the project files the stage is judged by (its tests,
     benchmarks, conftests and their local helper modules): they must be the
-    same after the stage as before it.
+    same after the stage as before it. ``snapshot`` is the copy of the
+    candidate's bytes the command names and ``sha256`` their hash (an
+    executor that runs the stage on another machine sends those bytes).
     """
 
     run_id: str
@@ -53,6 +55,8 @@ class StagePlan:
     warm: bool = False
     why_not: str = ""
     guarded: tuple[Path, ...] = ()
+    snapshot: Path | None = None
+    sha256: str = ""
 
     @property
     def command_line(self) -> str:
@@ -152,4 +156,6 @@ def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False
         warm=warm,
         why_not=why_not,
         guarded=judged_by(config, run.candidate) if cmd is not None else (),
+        snapshot=run.snapshot,
+        sha256=run.sha256,
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .tamper import Tampered
+
 __all__ = ["Cases", "Outcome", "StageResult", "DETAIL_CHARS", "LOG_TAIL_CHARS"]
 
 # How much of a failure's detail and of its log's end an event carries.
@@ -54,6 +56,10 @@ class Outcome:
     warm: bool = False  # forked from the warm pool rather than started cold
     log_limit: int | None = None  # set when the stage was stopped for writing more output than this
     oom_killed: bool = False  # the kernel's OOM killer killed a process of gemswatch's cgroup meanwhile
+    # Set by an executor that runs the stage elsewhere (a Ray cluster):
+    lost: str = ""  # why the stage's worker or node was lost before it could say how the stage ended
+    device: str | None = None  # the device the stage really ran on, when the plan's is only a slot
+    tampered: tuple[Tampered, ...] = ()  # judged-by files the stage changed where it ran (already put back)
 
 
 @dataclass(frozen=True)

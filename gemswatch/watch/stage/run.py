@@ -138,7 +138,7 @@ class Stages:
         kept = self.guard.keep(plan.guarded)
         try:
             outcome = self.executor.execute(plan, run.cancel)
-            tampered = self.guard.check(kept, run.run_dir / "tampered", run.config.project)
+            tampered = list(outcome.tampered) + self.guard.check(kept, run.run_dir / "tampered", run.config.project)
         finally:
             self.guard.release(kept)
         if outcome.cancelled and not outcome.cancel_reason:
@@ -172,7 +172,7 @@ class Stages:
             failure_groups=tuple({**g.to_dict(), "error": _unsnapshot(g.error, run)} for g in verdict.failure_groups),
             coverage=verdict.coverage,
             command=plan.command,
-            device=plan.device,
+            device=outcome.device or plan.device,
             warm=outcome.warm,
             log_tail=_unsnapshot(tail[-LOG_TAIL_CHARS:], run) if verdict.status in FAILURES else "",
         )

@@ -139,6 +139,8 @@ def _decide(stage: str, outcome: Outcome, report: Any, operators: list[str], log
     if outcome.timed_out:
         limit = f" of {outcome.timeout_s:g} s" if outcome.timeout_s else ""
         return Verdict(TIMEOUT, f"{stage} exceeded its time limit{limit}; stopped")
+    if outcome.lost:
+        return Verdict(CRASHED, outcome.lost)
     if outcome.spawn_error:
         return Verdict(ERROR, f"could not start the stage: {outcome.spawn_error}")
     rc = outcome.returncode
