@@ -4,7 +4,9 @@
 operators and functions it maps to, what each stage selects (with ``-v``
 the exact stage commands) and the unmapped files; :func:`cmd_history`
 prints past results per save and a per-operator leaderboard (``--json``:
-the history records themselves). Neither runs a stage.
+the history records themselves), or with ``--svg``/``--png`` writes an
+operator's speedup plot (:mod:`gemswatch.watch.history_plot`). Neither
+runs a stage.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print_error(f"gemswatch history: nothing in {hist.path} is about {args.target!r}: give a candidate's "
                     "path, name or stem, or an operator (`gemswatch list` shows them)")
         return 2
+    if args.svg or args.png:
+        return _plot(records, args.target, args.svg, args.png, hist.path)
     if args.json:
         # The latest --limit saves' records, oldest first, as the table shows them.
         keep = {r["run_id"] for r in saves(records, args.target)[-args.limit:]}
@@ -112,6 +116,47 @@ def _current_environment(cfg) -> dict:
     device = detect_devices()
     gpu = device.gpus[0] if device.kind == "cuda" and device.gpus else None
     return EnvironmentTags(cfg.project, cfg.python, gpu, cfg.watch).tags()
+
+
+def _plot(records: list[dict], target: str | None, svg: str | None, png: str | None, source: Path) -> int:
+    from ..history_plot import plot_data, render_svg
+
+    ops = sorted({op for r in records for op in r.get("operators") or []})
+    if target not in ops:
+        print_error(f"gemswatch history: a plot is of one operator; give one of {', '.join(ops) or '(none yet)'}"
+                    f" (got {target!r})")
+        return 2
+    data = plot_data(records, target)
+    text = render_svg(data)
+    if svg:
+        Path(svg).write_text(text, encoding="utf-8")
+        print(f"{svg}: {len(data.series)} candidate(s), {data.saves} benchmarked save(s) of {target} from {source}")
+        return 0
+    return _write_png(text, Path(png))
+
+
+def _write_png(svg_text: str, png: Path) -> int:
+    """PNG through an installed SVG converter; gemswatch draws SVG only."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    tools = [("rsvg-convert", ["-o", str(png)]), ("cairosvg", ["-o", str(png)])]
+    found = [(shutil.which(name), opts) for name, opts in tools if shutil.which(name)]
+    if not found:
+        print_error("gemswatch history: no SVG-to-PNG converter here; write --svg FILE and convert it "
+                    "(`rsvg-convert -o plot.png plot.svg` from librsvg2-bin, or `pip install cairosvg`)")
+        return 2
+    exe, opts = found[0]
+    with tempfile.NamedTemporaryFile("w", suffix=".svg", encoding="utf-8") as f:
+        f.write(svg_text)
+        f.flush()
+        done = subprocess.run([exe, f.name, *opts], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        print_error(f"gemswatch history: {exe} could not convert the plot: {done.stderr.strip()[:300]}")
+        return 1
+    print(png)
+    return 0
 
 
 def _quiet_stdout() -> None:
