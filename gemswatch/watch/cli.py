@@ -3,7 +3,10 @@
     gemswatch [DIR]            watch DIR (default: `watch:` in config.yaml)
     gemswatch run [FILE...]    run the pipeline once; exit 0 passed, 1 failed, 2 usage/config
     gemswatch list             candidates, operators and the exact stage commands (-v)
-    gemswatch history [FILE|OP]
+    gemswatch history [FILE|OP] [--svg FILE | --png FILE]
+    gemswatch show FILE        the per-case table of a file's last benchmark
+    gemswatch ab A.py B.py     two candidates of one operator, timed side by side
+    gemswatch profile FILE     profile a file's worst benchmark case
     gemswatch new OP [NAME]
 
 This module owns the parsing: which command a command line names (it may
@@ -35,6 +38,10 @@ examples:
   gemswatch run candidates/softmax_v2.py --json
   gemswatch list -v                     show the exact pytest command of each stage
   gemswatch history softmax             past results and a speedup leaderboard
+  gemswatch history softmax --svg s.svg speedup per save of each candidate, as a picture
+  gemswatch show candidates/softmax_v2.py   the last benchmark's cases, worst first
+  gemswatch ab candidates/softmax_v2.py candidates/softmax_v3.py --rounds 6
+  gemswatch profile candidates/softmax_v2.py   ncu (or the torch profiler) on the worst case
   gemswatch new rms_norm rms_norm_v3    start a candidate from the current gems kernel
   gemswatch --config ../FlagGems/config.yaml   drive another checkout
   gemswatch --cold                      start every stage as a fresh interpreter (no warm pool)
@@ -88,6 +95,29 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--svg", metavar="PATH", default=None, help="on exit, write the dashboard as an SVG picture")
 
 
+def _config_and_json(p: argparse.ArgumentParser, json_help: str) -> None:
+    """The two options every read-only or one-off command takes."""
+    p.add_argument("--config", metavar="PATH", default=None, help="config file (default: the nearest config.yaml)")
+    p.add_argument("--json", action="store_true", help=json_help)
+
+
+def _rounds(text: str) -> int:
+    n = _positive_int(text)
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"at least 2 rounds give an interval, got {n}")
+    return n
+
+
+def _ms(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number of milliseconds, got {v:g}")
+    return v
+
+
 def _seed(text: str) -> int:
     try:
         n = int(text, 0)
@@ -113,7 +143,8 @@ _HELP = {
     "watch": (
         "gemswatch",
         "Watch candidate kernels and turn every save into a verdict: preflight, correctness, benchmark.\n"
-        "Commands: gemswatch [DIR] | run [FILE...] | list | history [FILE|OP] | new OP [NAME]",
+        "Commands: gemswatch [DIR] | run [FILE...] | list | history [FILE|OP] | show FILE | ab A.py B.py |\n"
+        "profile FILE | new OP [NAME]",
         True,
     ),
     "run": (
@@ -123,7 +154,36 @@ _HELP = {
         True,
     ),
     "list": ("gemswatch list", "Show each candidate, the operators and functions it maps to, and what each stage runs.", False),
-    "history": ("gemswatch history", "Past results per save, and a per-operator leaderboard of passing variants.", False),
+    "history": (
+        "gemswatch history",
+        "Past results per save, and a per-operator leaderboard of passing variants.\n"
+        "With --svg (or --png) and an operator: a picture of each candidate's speedup per save and the\n"
+        "per-case speedups of the best variant.",
+        False,
+    ),
+    "show": (
+        "gemswatch show",
+        "The per-case table of FILE's last benchmark, from the history: each case's latency, the\n"
+        "baselines', the speedup, the share of the roofline and the change since the previous passing\n"
+        "benchmark, worst speedup first. Runs nothing.",
+        False,
+    ),
+    "ab": (
+        "gemswatch ab",
+        "Time two candidates of one operator on the same cases and inputs: each round runs the benchmark\n"
+        "stage once for A and once for B (each its own process; A first in odd rounds, B first in even\n"
+        "ones), then prints per case the latency ratio B/A with a 95% interval over the rounds and\n"
+        "whether the two differ significantly. Exit 0 done, 1 a stage did not pass, 2 usage error.",
+        False,
+    ),
+    "profile": (
+        "gemswatch profile",
+        "Replay one benchmark case of FILE with --profile-only under a profiler: ncu where the stages run\n"
+        "on a GPU and ncu works, else the torch profiler (on CPU its CPU activity). The report goes to a\n"
+        "new run folder under .gemswatch/runs/; prints its path and a summary (kernels, time, bandwidth).\n"
+        "Exit 0 profiled, 1 the replay failed, 2 usage error.",
+        False,
+    ),
     "new": ("gemswatch new", "Write a new candidate for OP from the current gems kernel and map it in config.yaml.", False),
 }
 
@@ -145,6 +205,36 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     elif cmd == "history":
         p.add_argument("target", nargs="?", metavar="FILE|OP")
         p.add_argument("--limit", type=_positive_int, default=30, help="latest N saves (default 30)")
+        plot = p.add_mutually_exclusive_group()
+        plot.add_argument("--svg", metavar="FILE", default=None, help="write OP's speedup plot as an SVG picture")
+        plot.add_argument("--png", metavar="FILE", default=None,
+                          help="the same as PNG (converted from the SVG by rsvg-convert or cairosvg where installed)")
+        _config_and_json(p, "the records as JSON lines")
+        return p
+    elif cmd == "show":
+        p.add_argument("file", metavar="FILE", help="a candidate's path, name or stem")
+        _config_and_json(p, "the table as one JSON object")
+        return p
+    elif cmd == "ab":
+        p.add_argument("a", metavar="A.py")
+        p.add_argument("b", metavar="B.py")
+        p.add_argument("--rounds", type=_rounds, default=4, metavar="N",
+                       help="rounds, each timing A and B once (default 4; at least 2 for an interval)")
+        p.add_argument("--op", metavar="OP[:FUNC]", default=None,
+                       help="the operator when the files map several, and the function of a file not mapped")
+        p.add_argument("--case-id", action="append", default=None, metavar="ID",
+                       help="time only this case (repeatable; ids: `gemswatch show FILE --json`)")
+        p.add_argument("--warmup", type=_ms, default=None, metavar="MS", help="warmup per timed function (benchmark's default)")
+        p.add_argument("--iter", type=_ms, default=None, metavar="MS", help="measuring time per timed function (benchmark's default)")
+        p.add_argument("--cold", action="store_true", help="start every stage as a fresh interpreter (no warm pool)")
+        _config_and_json(p, "the comparison as one JSON object")
+        return p
+    elif cmd == "profile":
+        p.add_argument("file", metavar="FILE")
+        p.add_argument("--case-id", default=None, metavar="ID",
+                       help="the case to replay (default: the worst speedup of FILE's last benchmark)")
+        _config_and_json(p, "the result as one JSON object")
+        return p
     elif cmd == "new":
         p.add_argument("op", metavar="OP")
         p.add_argument("name", nargs="?", metavar="NAME", help="file name without .py (default: OP_vN)")
