@@ -9,6 +9,7 @@ itself a candidate.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Iterable
@@ -48,6 +49,29 @@ class DependencyIndex:
         p = Path(path).resolve()
         with self._lock:
             return [k for k, deps in self._deps.items() if p in deps]
+
+    def importers(self, path: Path, candidates: Iterable[Candidate], config: Config, cmap: CandidateMap) -> list[str]:
+        """The candidates that import ``path``, looked for again: a helper
+        created after the candidate that imports it was indexed is found by
+        indexing again; one that a candidate names in an import the index
+        cannot follow (the candidate does not parse yet) by the import's text."""
+        cands = list(candidates)
+        self.scan(cands, config, cmap)
+        found = self.dependents(path)
+        if found:
+            return found
+        stem = re.escape(Path(path).stem)
+        names_it = re.compile(rf"^\s*(?:from\s+[\w.]*\b{stem}\b|from\s+\.+\s+import\s.*\b{stem}\b|import\s.*\b{stem}\b)",
+                              re.MULTILINE)
+        out = []
+        for c in cands:
+            try:
+                text = c.path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if names_it.search(text):
+                out.append(str(c.path))
+        return out
 
     def forget(self, key: str) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from .events import EventBus
 from .filters import Change
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate, CandidateMap
+from .notes import Note
 from .scheduler import Scheduler
 from .stage import Run, StageExecutor, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
 from .stage.plan import base_env
@@ -351,16 +352,22 @@ class Session:
             if self.guard.ignores(path):
                 continue  # a running stage is judged by it (its end decides), or its bytes are unchanged
             deps = self.deps.dependents(path)
+            hint = not deps and path.suffix == ".py" and path.exists() and self._in_watch(path)
+            if hint:
+                # a helper the index has not seen imported yet (created after its importer)
+                deps = self.deps.importers(path, self.candidates(), self.config, self.map)
+                hint = not deps
             for d in deps:
                 touched[d] = f"changed {self.config.rel(path)}"
-            if not deps and path.suffix == ".py" and path.exists() and self._in_watch(path):
+            if hint:
                 rel = self.config.rel(path)
                 if rel not in self._unmapped_seen:
                     self._unmapped_seen.add(rel)
-                    self.notify(
+                    self.notify(Note(
                         f"{rel} is not mapped: add it to {self.config.path.name} under `candidates:`"
-                        f" (or run `gemswatch new OP`)"
-                    )
+                        f" (or run `gemswatch new OP`)",
+                        about=rel,
+                    ))
         for p, reason in touched.items():
             self.trigger(Path(p), reason, force=reason != "save")
 
@@ -411,6 +418,7 @@ class Session:
         self.bus.emit("config_reloaded", config=str(new.path))  # clears a shown config error
         self.notify(f"{new.path.name} reloaded")
         cands = self.map.candidates()
+        self._unmapped_seen -= {c.rel for c in cands}  # unmapped again later: hinted again
         for c in cands:
             key = str(c.path)
             old_cands.pop(key, None)

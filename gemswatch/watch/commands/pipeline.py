@@ -25,9 +25,11 @@ __all__ = ["cmd_run", "cmd_watch"]
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from ..dashboard import handle_key
     from ..filters import PythonFilter
     from ..keys import KeyReader
     from ..watcher import Command, FileWatcher, watch_loop
+    from .dashboard_keys import WatchActions
 
     watch_override = Path(args.dir) if args.dir else None
     cfg = load_project_config(args, watch_override)
@@ -42,23 +44,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     inbox: queue.Queue[Any] = queue.Queue()
     watcher = FileWatcher(inbox, keep=PythonFilter(extra_files=frozenset({cfg.path.name})), poll=args.poll)
 
+    actions = WatchActions(session, out, stop)
+
     def on_command(cmd: Command) -> None:
         name, key = cmd
-        if name != "key":
-            return
-        if key in ("q", "ctrl-c"):
-            stop.set()
-        elif key == "r":
-            session.run_all("rerun all", force=True)
-        elif key == "f":
-            session.rerun_failed()
-        elif key == "b":
-            with out.state.lock:
-                sel = out.state.selected_candidate()
-            session.benchmark_now([sel] if sel else None)
-        elif key in ("up", "down", "k", "j"):
-            with out.state.lock:
-                out.state.select(-1 if key in ("up", "k") else 1)
+        if name == "key":
+            handle_key(key, out.state, actions)
 
     bus.emit(
         "watch_started",
@@ -84,6 +75,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         keys = KeyReader(lambda k: inbox.put(Command("key", k)))
         if not keys.start():
             keys = None
+        actions.keys = keys  # a pager borrows the terminal from it
     loop.start()
     try:
         show_until_stopped(out, stop, 0.5)

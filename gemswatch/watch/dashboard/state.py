@@ -1,44 +1,24 @@
-"""The live dashboard: a state fed by events, and a pure ``render(state)``.
+"""The dashboard's state and its reducer: events in, nothing drawn.
 
-``DashboardState.apply(event)`` folds one event into the state;
-``render(state)`` turns the state into a rich renderable and does no I/O,
-so a fixed-width Console renders it the same way in tests. ``LiveView``
-refreshes it a few times a second with rich's ``Live``.
+``DashboardState.apply(event)`` folds one event into the state; the pane
+methods (scroll, expand, help) change what the lower half shows. Rendering
+is :mod:`.screen`'s.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+from ..status import FAILURES, STAGES
+from .status_lines import StatusLines
 
-from .events import format_speedup
-from .status import FAILURES, STAGES
+__all__ = ["Cell", "Row", "Pane", "DashboardState", "DEFAULT_FOOTER"]
 
-__all__ = ["Cell", "Row", "DashboardState", "render", "render_summary", "LiveView", "STATUS_STYLE"]
-
-STATUS_STYLE = {
-    "queued": "blue",
-    "running": "bold cyan",
-    "passed": "bold green",
-    "failed": "bold red",
-    "all_skipped": "yellow",
-    "uncalled": "bold yellow",
-    "error": "bold red",
-    "crashed": "bold magenta",
-    "timeout": "bold yellow",
-    "superseded": "dim",
-    "not_run": "dim",
-}
 _GOOD = ("passed",)
+DEFAULT_FOOTER = "r rerun all · f rerun failed · b benchmark · ↑↓ select · o log · ? keys · q quit"
 
 
 @dataclass
@@ -51,6 +31,8 @@ class Cell:
     message: str = ""
     seed: int | None = None  # of a correctness stage's drawn cases
     skips: dict[str, int] = field(default_factory=dict)  # why cases were skipped: reason -> count
+    log: str = ""  # the stage's log file
+    coverage: dict[str, Any] = field(default_factory=dict)  # a correctness stage's: operator -> axes covered
 
 
 @dataclass
@@ -71,6 +53,16 @@ class Row:
 
 
 @dataclass
+class Pane:
+    """How the detail pane is shown: its scroll offset (in lines), whether
+    it is expanded, and whether the help overlay covers it."""
+
+    scroll: int = 0
+    expanded: bool = False
+    help: bool = False
+
+
+@dataclass
 class DashboardState:
     """Everything the screen shows. Mutate it only under ``lock``."""
 
@@ -82,13 +74,15 @@ class DashboardState:
     warm: str = ""  # the warm-start state line ("warm: pool ... ready", "cold: why")
     config_error: str | None = None
     rows: dict[str, Row] = field(default_factory=dict)
-    notes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=3))
+    notes: StatusLines = field(default_factory=StatusLines)
     selected: int | None = None
     now: float = 0.0
     recent_failure: str | None = None
     done: bool = False
     version: int = 0  # bumped on every change, so an idle screen is not redrawn
-    footer: str = "r rerun all · f rerun failed · b benchmark · ↑/↓ select · q quit"
+    footer: str = DEFAULT_FOOTER
+    pane: Pane = field(default_factory=Pane)
+    width: int = 80  # of the screen last drawn (the pane's scroll limit counts wrapped lines)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # -- the reducer ----------------------------------------------------------
@@ -101,7 +95,8 @@ class DashboardState:
         return r
 
     def set_candidates(self, items: list[tuple[str, list[str]]]) -> None:
-        """Show exactly these candidates (rel path, operators)."""
+        """Show exactly these candidates (rel path, operators); a note about
+        a file that is now mapped (its "not mapped" hint) goes."""
         self.version += 1
         keep = {rel for rel, _ in items}
         for rel in list(self.rows):
@@ -109,8 +104,14 @@ class DashboardState:
                 del self.rows[rel]
         for rel, ops in items:
             self.row(rel).operators = list(ops)
+        self.notes.forget_about(keep)
         if self.selected is not None and self.selected >= len(self.rows):
             self.selected = len(self.rows) - 1 if self.rows else None
+
+    def note(self, text: str) -> None:
+        """A status line (repeats collapse into a count)."""
+        self.version += 1
+        self.notes.add(text)
 
     def load_history(self, last: dict[str, dict[str, dict[str, Any]]], current_sha: dict[str, str]) -> None:
         """Show each file's last known result; stale when its bytes changed since.
@@ -195,15 +196,21 @@ class DashboardState:
             message=str(ev.get("message") or ""),
             seed=ev.get("seed") if isinstance(ev.get("seed"), int) else None,
             skips={str(k): v for k, v in (ev.get("skips") or {}).items() if isinstance(v, int)},
+            log=str(ev.get("log") or ""),
+            coverage=dict(ev["coverage"]) if isinstance(ev.get("coverage"), dict) else {},
         )
         if stage == "benchmark" and ev.get("status") == "passed":
             _take_speedup(row, ev)
         if ev.get("status") in FAILURES:
+            if row.failure is None or row.failure.get("run_id") != ev.get("run_id") or row.failure.get("stage") != stage:
+                self.pane.scroll = 0  # a new failure is read from its top
             row.failure = dict(ev)
         elif ev.get("status") in _GOOD and row.failure and row.failure.get("stage") == stage:
             row.failure = None
         if "log_tail" in ev:
             row.log_tail = ev["log_tail"]
+
+    # -- selection and the pane -----------------------------------------------
 
     def select(self, delta: int) -> None:
         self.version += 1
@@ -212,11 +219,53 @@ class DashboardState:
             self.selected = None
             return
         self.selected = (0 if delta > 0 else n - 1) if self.selected is None else (self.selected + delta) % n
+        self.pane.scroll = 0
 
     def selected_candidate(self) -> str | None:
         if self.selected is None or not self.rows:
             return None
         return list(self.rows)[min(self.selected, len(self.rows) - 1)]
+
+    def focused(self) -> str | None:
+        """The row the detail pane is about: the selected one, else the latest failure."""
+        return self.selected_candidate() or (self.recent_failure if self.recent_failure in self.rows else None)
+
+    def scroll(self, lines: int, limit: int) -> None:
+        """Move the detail pane by ``lines``, to at most ``limit`` (where its
+        last line shows)."""
+        self.version += 1
+        self.pane.scroll = max(0, min(self.pane.scroll + lines, limit))
+
+    def toggle_expanded(self) -> None:
+        self.version += 1
+        self.pane.expanded = not self.pane.expanded
+
+    def toggle_help(self) -> None:
+        self.version += 1
+        self.pane.help = not self.pane.help
+
+    def close(self) -> None:
+        """Esc: close the help, else collapse the pane."""
+        self.version += 1
+        if self.pane.help:
+            self.pane.help = False
+        else:
+            self.pane.expanded = False
+
+    def log_to_open(self) -> str | None:
+        """The log ``o`` opens: the focused row's failing stage's, else its
+        latest finished stage's."""
+        cand = self.focused()
+        row = self.rows.get(cand) if cand else None
+        if row is None:
+            return None
+        if row.failure and row.failure.get("log"):
+            return str(row.failure["log"])
+        for stage in reversed(STAGES):
+            cell = row.cells.get(stage)
+            if cell is not None and cell.log:
+                return cell.log
+        return None
 
 
 def _take_speedup(row: Row, rec: dict[str, Any]) -> None:
@@ -225,234 +274,3 @@ def _take_speedup(row: Row, rec: dict[str, Any]) -> None:
     row.speedup_prev = rec.get("speedup_prev")
     row.speedup_sha = str(rec.get("content_sha256", ""))
     row.per_case = [c for c in rec.get("per_case") or [] if isinstance(c, dict)]
-
-
-# ---------------------------------------------------------------------------
-# rendering (pure)
-
-
-def _status_text(status: str) -> Text:
-    return Text(status or "-", style=STATUS_STYLE.get(status, ""))
-
-
-def _cell(cell: Cell | None, now: float) -> Text:
-    if cell is None or not cell.status:
-        return Text("-", style="dim")
-    t = _status_text(cell.status)
-    c = cell.cases
-    bits: list[str] = []
-    if cell.status == "running" and cell.started is not None:
-        bits.append(f"{max(0.0, now - cell.started):.1f}s")
-    elif c.get("total"):
-        part = f"{c.get('passed', 0)}/{c.get('total', 0)}"
-        if c.get("failed"):
-            part += f" {c['failed']}✗"
-        if c.get("skipped"):
-            part += f" ({c['skipped']} skipped)"
-        bits.append(part)
-    if cell.calls:
-        bits.append(f"{cell.calls} calls")
-    if cell.duration is not None and cell.status not in ("running", "queued", "not_run"):
-        bits.append(f"{cell.duration:.1f}s")
-    if cell.seed is not None:
-        bits.append(f"seed {cell.seed}")
-    if bits:
-        t.append("\n" + " · ".join(bits), style="dim")
-    return t
-
-
-def _speedup(row: Row) -> Text:
-    if row.speedup is None:
-        return Text("-", style="dim")
-    if row.speedup_sha and row.sha and row.speedup_sha != row.sha:
-        # measured on earlier bytes: shown, but not as this file's result
-        return Text(f"{format_speedup(row.speedup)}\nearlier {row.speedup_sha[:8]}", style="dim")
-    t = Text(format_speedup(row.speedup), style="bold")
-    if row.speedup_prev:
-        t.append("\n")
-        t.append_text(_change(row.speedup, row.speedup_prev))
-    worst = row.per_case[0].get("speedup") if row.per_case else None
-    if isinstance(worst, (int, float)) and len(row.per_case) > 1:
-        t.append(f"\nworst {format_speedup(worst)}", style="red" if worst < 1 else "dim")
-    return t
-
-
-def _change(now: float, before: float) -> Text:
-    change = (now / before - 1) * 100
-    style = "green" if change > 0.5 else "red" if change < -0.5 else "dim"
-    return Text(f"{change:+.1f}%", style=style)
-
-
-PER_CASE_SHOWN = 8  # rows of the per-shape table in the pane
-
-
-def _per_case_table(row: Row) -> Table:
-    """The selected row's benchmark cases, worst speedup first."""
-    t = Table(box=box.SIMPLE, pad_edge=False, expand=False)
-    for name in ("case", "candidate", "baseline", "speedup", "change", "roofline"):
-        t.add_column(name, no_wrap=name != "case", overflow="fold", justify="left" if name == "case" else "right")
-    for c in row.per_case[:PER_CASE_SHOWN]:
-        speedup, prev = c.get("speedup"), c.get("prev")
-        roof = (f"{c['pct_of_copy']:.0f}% copy" if isinstance(c.get("pct_of_copy"), (int, float))
-                else f"{c['tflops']:.1f} TFLOP/s" if isinstance(c.get("tflops"), (int, float)) else "-")
-        t.add_row(
-            str(c.get("label") or c.get("case")),
-            _ms(c.get("latency_ms")),
-            _ms(c.get("base_ms")),
-            format_speedup(speedup) if isinstance(speedup, (int, float)) else "-",
-            _change(speedup, prev) if isinstance(speedup, (int, float)) and isinstance(prev, (int, float)) and prev else "-",
-            roof,
-        )
-    more = len(row.per_case) - PER_CASE_SHOWN
-    if more > 0:
-        t.caption = f"and {more} more case(s) in the benchmark report"
-    return t
-
-
-def _ms(value: Any) -> str:
-    if not isinstance(value, (int, float)):
-        return "-"
-    return f"{value * 1e3:.1f} us" if value < 1 else f"{value:.2f} ms"
-
-
-def render(state: DashboardState) -> RenderableType:
-    """The whole screen for ``state``."""
-    head = Text()
-    head.append("gemswatch ", style="bold")
-    head.append(f"watching {state.watch}", style="cyan")
-    head.append(f" · project {state.project} · {state.device} · jobs {state.jobs} · benchmark {state.benchmark}", style="dim")
-    parts: list[RenderableType] = [head]
-    if state.warm:
-        parts.append(Text(state.warm, style="dim" if state.warm.startswith("warm") else "yellow"))
-    if state.config_error:
-        parts.append(
-            Panel(Text(state.config_error, style="red"), title="config.yaml error - keeping the last good config", border_style="red")
-        )
-    table = Table(box=box.SIMPLE_HEAVY, expand=True, pad_edge=False)
-    table.add_column("", width=1, no_wrap=True)
-    table.add_column("candidate", max_width=40, overflow="fold")
-    table.add_column("operators", max_width=24, overflow="fold")
-    for s in STAGES:
-        table.add_column(s, ratio=2, min_width=10, overflow="fold")
-    table.add_column("speedup", min_width=8, no_wrap=True)
-    table.add_column("last run", min_width=8, no_wrap=True)
-    sel = state.selected_candidate()
-    for rel, row in state.rows.items():
-        shown = rel[len(state.watch) :] if state.watch and rel.startswith(state.watch) else rel
-        name = Text(shown, style="bold" if rel == sel else "")
-        if row.sha:
-            name.append(f"\n{row.sha[:8]}", style="dim")
-        last = Text(row.last_time or "-", style="dim" if not row.last_time else "")
-        if row.stale:
-            last.append("\nstale", style="yellow")
-        table.add_row(
-            Text(">" if rel == sel else " ", style="bold"),
-            name,
-            Text(", ".join(row.operators)),
-            *[_cell(row.cells.get(s), state.now) for s in STAGES],
-            _speedup(row),
-            last,
-        )
-    parts.append(table)
-    if not state.rows:
-        parts.append(Text("no mapped candidates: add files under `candidates:` in config.yaml", style="yellow"))
-    focus = sel or state.recent_failure
-    row = state.rows.get(focus) if focus else None
-    skipped = _skip_lines(row) if row is not None and sel else []
-    if row is not None and sel and row.per_case:
-        parts.append(Panel(_per_case_table(row), title=f"{focus}: benchmark cases, worst first", border_style="dim"))
-    if skipped and not row.failure:
-        parts.append(Panel(Text("\n".join(skipped), style="dim"), title=f"{focus}: skipped cases", border_style="dim"))
-    if row is not None and row.failure:
-        f = row.failure
-        body = Text()
-        body.append(f"{f.get('stage')} {f.get('status')}", style=STATUS_STYLE.get(str(f.get("status")), ""))
-        body.append(f": {f.get('message', '')}\n")
-        if f.get("first_failure"):
-            body.append(f"first failure: {f['first_failure']}\n", style="bold")
-        detail = str(f.get("detail") or "")
-        if detail and detail.strip() != str(f.get("message", "")).split(": ", 1)[-1].strip():
-            body.append("\n".join(detail.splitlines()[:8]) + "\n")
-        if row.log_tail:
-            body.append("\n".join(row.log_tail.rstrip().splitlines()[-8:]) + "\n", style="dim")
-        if f.get("log"):
-            body.append(f"log: {f['log']}", style="dim")
-        parts.append(Panel(body, title=f"{focus}", border_style="red"))
-    for n in state.notes:
-        parts.append(Text(n, style="yellow"))
-    if state.footer:
-        parts.append(Text(state.footer, style="dim"))
-    return Group(*parts)
-
-
-def _skip_lines(row: Row) -> list[str]:
-    """Why the selected row's cases were skipped, stage by stage."""
-    lines = []
-    for stage in STAGES:
-        cell = row.cells.get(stage)
-        if cell is None or not cell.skips:
-            continue
-        lines.append(f"{stage}: {cell.cases.get('skipped', sum(cell.skips.values()))} of {cell.cases.get('total', '?')} skipped")
-        lines += [f"  {n} x {reason}" for reason, n in cell.skips.items()]
-    return lines
-
-
-def render_summary(state: DashboardState) -> RenderableType:
-    """A compact table of final results (printed on exit)."""
-    t = Table(box=box.SIMPLE, title="gemswatch summary", title_justify="left")
-    t.add_column("candidate")
-    t.add_column("operators")
-    for s in STAGES:
-        t.add_column(s)
-    t.add_column("speedup")
-    for rel, row in state.rows.items():
-        t.add_row(
-            rel,
-            ", ".join(row.operators),
-            *[_status_text(row.cells[s].status) if s in row.cells else Text("-", style="dim") for s in STAGES],
-            format_speedup(row.speedup) if row.speedup else "-",
-        )
-    return t
-
-
-# ---------------------------------------------------------------------------
-# the live view
-
-
-class LiveView:
-    """Refresh ``render(state)`` with rich's Live until told to stop."""
-
-    def __init__(self, state: DashboardState, console: Console, refresh_per_second: float = 4.0):
-        self.state = state
-        self.console = console
-        self.period = 1.0 / refresh_per_second
-
-    def sink(self, ev: dict[str, Any]) -> None:
-        with self.state.lock:
-            self.state.apply(ev)
-
-    def note(self, text: str) -> None:
-        with self.state.lock:
-            self.state.notes.append(text)
-            self.state.version += 1
-
-    def _frame(self) -> RenderableType:
-        with self.state.lock:
-            self.state.now = time.monotonic()
-            return render(self.state)
-
-    def run(self, stop: threading.Event) -> None:
-        from rich.live import Live
-
-        with Live(self._frame(), console=self.console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False, transient=False) as live:
-            shown, drawn = -1, 0.0
-            while not stop.is_set():
-                with self.state.lock:
-                    version = self.state.version
-                    ticking = any(c.status == "running" for r in self.state.rows.values() for c in r.cells.values())
-                # redraw on a change, for the elapsed timers, and now and then (terminal resizes)
-                if version != shown or ticking or time.monotonic() - drawn > 2.0:
-                    live.update(self._frame(), refresh=True)
-                    shown, drawn = version, time.monotonic()
-                stop.wait(self.period)
-            live.update(self._frame(), refresh=True)
