@@ -307,17 +307,10 @@ class BenchmarkRunner:
             check_speed_of_light(bm.op, latency, 0, None, bm.flops(spec), st.matmul_tflops(spec.dtype))
         entry["latency"] = latency
         entry["speedup"] = entry["latency_base"] / latency if latency > 0 else None
-        if bm.flops is not None:
-            entry["tflops"] = bm.flops(spec) / (latency * 1e-3) / 1e12 if latency > 0 else None
-        else:
-            moved = tensor_bytes(args, kwargs) + tensor_bytes(out)
-            entry["gbps"] = moved / (latency * 1e-3) / 1e9 if latency > 0 else None
-            if entry["gbps"] is not None and st.copy_gbps:
-                entry["pct_of_copy"] = 100.0 * entry["gbps"] / st.copy_gbps
         if is_override:
             entry["candidate_source"] = "override"
-        # The other baselines, the roofline, determinism and peak memory:
-        # each on inputs built afresh from the case's seed.
+        # GB/s, TFLOP/s, the other baselines, the roofline, determinism and
+        # peak memory: each on inputs built afresh from the case's seed.
         record_extras(st, bm, spec, entry, fn, remote, is_override)
 
     def _first_call(self, bm: Benchmark, fn: Callable, is_override: bool, args: tuple, kwargs: dict
