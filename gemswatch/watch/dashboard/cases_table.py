@@ -1,8 +1,9 @@
 """The selected row's benchmark cases, worst speedup first. Pure.
 
-Fields a benchmark adds later (a compile baseline, another roofline) show as
-extra columns where the width allows and are named in the caption where it
-does not; a field that is not a number or a short text is left out.
+Fields a benchmark adds beyond these (a compile baseline, another roofline)
+show as extra columns where the width allows and are named in the caption
+where it does not; a field that is not a number or a text, or is empty in
+every case, is left out.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ def _extra_text(value: Any) -> str:
 
 
 def _extras(cases: list[dict[str, Any]]) -> list[str]:
-    """Fields beyond the known ones that hold numbers or short texts, in first-seen order."""
+    """Fields beyond the known ones that hold numbers or short texts (in some
+    case: one that is always empty is left out), in first-seen order."""
     found: dict[str, None] = {}
     for c in cases:
         for k, v in c.items():
-            if k not in _KNOWN and (v is None or isinstance(v, (int, float, str, bool))):
+            if k not in _KNOWN and isinstance(v, (int, float, str, bool)):
                 found.setdefault(k)
     return list(found)
 
