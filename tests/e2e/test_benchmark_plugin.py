@@ -570,7 +570,23 @@ def test_timing_report_fields(project):
             assert (case["headline_vs"], case["speedup_headline"]) == ("gems", case["speedup_gems"])
             assert case["latency_compile"] is None and case["pct_of_roofline"] is None
             assert case["peak_mem_bytes"] is None and case["peak_mem_base_bytes"] is None
+    # What the watcher makes of this report: the same figures, unrounded, in its event.
+    from gemswatch.watch.stage.result import Outcome, StageResult
+    from gemswatch.watch.stage.verdict import decide
+
+    verdict = decide("benchmark", Outcome(0), report, ["softmax"])
+    event = StageResult("benchmark", verdict.status, speedup=verdict.speedup, per_case=tuple(verdict.per_case), message=verdict.message,
+                        headline_speedup=verdict.headline_speedup, headline_vs=verdict.headline_vs).event_fields()
+    by_case = {c["case_id"]: c for c in entry["cases"]}
+    assert len(event["per_case"]) == 2
+    for row in event["per_case"]:
+        case = by_case[row["case"]]
+        assert (row["speedup"], row["speedup_headline"], row["gems_ms"], row["determinism"]) == (
+            case["speedup"], case["speedup_headline"], case["latency_gems"], case["determinism"])
+    assert event["headline_speedup"] == pytest.approx(entry["geomean_headline"], rel=1e-12)
+    assert event["headline_vs"] == entry["headline_vs"]
     if INTERPRETED:
+        assert event["message"] == report["caveat"]
         assert report["headline_vs"] == "gems" and "interpreted gems kernel" in report["caveat"]
         assert report["torch_compile"]["status"] == "off" and "--torch-compile on" in report["torch_compile"]["reason"]
         result.stdout.fnmatch_lines(["*softmax: *x against the interpreted gems kernel (the only ratio that means "
