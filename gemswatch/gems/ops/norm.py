@@ -36,7 +36,7 @@ def _rstd(mean_square, eps, eps_fp64, COMPUTE: tl.constexpr):
 
 @triton.jit
 def _rms_norm_kernel(
-    x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, eps_fp64: "fp64",
+    x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, eps_fp64: tl.float64,
     HAS_WEIGHT: tl.constexpr, COMPUTE: tl.constexpr, FUSED: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):  # fmt: skip
@@ -74,7 +74,7 @@ def _rms_norm_kernel(
 
 @triton.jit
 def _layer_norm_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps, eps_fp64: "fp64",
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps, eps_fp64: tl.float64,
     HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, COMPUTE: tl.constexpr,
     FUSED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip

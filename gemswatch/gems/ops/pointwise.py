@@ -50,7 +50,7 @@ def _strided_offsets(offs, size1, size2, size3, stride0, stride1, stride2, strid
 
 @triton.jit
 def _binary_kernel(
-    x_ptr, y_ptr, out_ptr, y_value, alpha, y_value_fp64: "fp64", alpha_fp64: "fp64", n_elements,
+    x_ptr, y_ptr, out_ptr, y_value, alpha, y_value_fp64: tl.float64, alpha_fp64: tl.float64, n_elements,
     size1, size2, size3,
     x_stride0, x_stride1, x_stride2, x_stride3,
     y_stride0, y_stride1, y_stride2, y_stride3,

@@ -58,7 +58,7 @@ def _finish(
 
 @triton.jit
 def _reduce_rows_kernel(
-    x_ptr, out_ptr, scale, scale_fp64: "fp64", n_rows, n_cols, cols_per_split,
+    x_ptr, out_ptr, scale, scale_fp64: tl.float64, n_rows, n_cols, cols_per_split,
     IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
@@ -84,7 +84,7 @@ def _reduce_rows_kernel(
 
 @triton.jit
 def _reduce_columns_kernel(
-    x_ptr, out_ptr, scale, scale_fp64: "fp64", n_reduce, n_inner, rows_per_split,
+    x_ptr, out_ptr, scale, scale_fp64: tl.float64, n_reduce, n_inner, rows_per_split,
     IS_MAX: tl.constexpr, APPLY_SCALE: tl.constexpr, IDENTITY: tl.constexpr, ACC: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
 ):  # fmt: skip

@@ -32,10 +32,13 @@ def _softmax_tile(x, AXIS: tl.constexpr, LOG: tl.constexpr, COMPUTE: tl.constexp
         numerator = tl.exp(x - row_max)
         y = numerator / tl.sum(numerator, AXIS, keep_dims=True)
     else:
-        # exp(x - max) as exp2(x * log2(e) - max * log2(e)): one FMA before
-        # the exp2 per element. One division per row: a full-precision divide
-        # per element made 16-bit rows of 32768 compute-bound on an H200.
-        numerator = tl.math.exp2(x * 1.4426950408889634 - row_max * 1.4426950408889634)
+        # exp(x - max) as exp2((x - max) * log2(e)). The difference comes
+        # first: folded into one FMA, x * log2(e) - max * log2(e) keeps the
+        # rounding error of max * log2(e), which at |x| ~ 1e15 exceeds 128
+        # and turns the row's largest term into inf (and the row into NaN).
+        # One division per row: a full-precision divide per element made
+        # 16-bit rows of 32768 compute-bound on an H200.
+        numerator = tl.math.exp2((x - row_max) * 1.4426950408889634)
         y = numerator * (1.0 / tl.sum(numerator, AXIS, keep_dims=True))
     return y
 
