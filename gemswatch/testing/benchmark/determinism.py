@@ -84,7 +84,8 @@ def compare_runs(results: Sequence[Any]) -> Verdict:
                 why = _within_rule(b, a)
                 if why is not None:
                     return FAIL, f"call {run}, output {i}: {why}"
-                verdict, detail = NON_DETERMINISTIC, detail or f"call {run}, output {i} differs from call 1 within the accuracy rule"
+                verdict = NON_DETERMINISTIC
+                detail = detail or f"call {run}, output {i} differs from call 1 within the accuracy rule"
             elif type(a) is not type(b) or a != b:
                 return FAIL, f"call {run}, output {i}: {b!r} against {a!r}"
     return verdict, detail
