@@ -8,8 +8,9 @@ snapshot of the file, ``profile.cmd``, ``profile.log``, the provider's
 ``trace.json`` from the torch profiler). ncu is used where the stages run
 on a GPU and ``ncu --version`` works; when it is missing or its run fails,
 the torch profiler (CUDA activity on a GPU, CPU activity otherwise).
-:func:`worst_case` picks the case a plain ``p`` profiles: the worst
-speedup of the file's last benchmark. Profiles are not history records.
+:func:`choose_case` picks the case a plain ``p`` profiles: the worst
+headline ratio of the file's last benchmark (:func:`worst_case`).
+Profiles are not history records.
 
 Blocking: call it from a worker thread where a screen must stay live.
 """
@@ -29,13 +30,14 @@ from .config import Config
 from .devices import detect_devices
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate
-from .profile_summary import kernels_of_report, ncu_kernels, summary_lines
+from .profile_summary import Kernel, kernels_of_report, ncu_kernels, summary_lines
 from .stage.executor import ProcessExecutor
 from .stage.plan import StagePlan, stage_command, stage_env
-from .stage.pytest_log import first_failure_line
+from .stage.pytest_log import first_failure_line, first_line, usage_error
 from .stage.run import start_run
 
-__all__ = ["CaseChoice", "ProfileResult", "profile_case", "worst_case", "PROVIDER", "NCU_METRICS"]
+__all__ = ["CaseChoice", "NoCase", "ProfileResult", "choose_case", "profile_case", "worst_case", "PROVIDER",
+           "NCU_METRICS"]
 
 PROVIDER = "gemswatch.testing.profile_capture"  # the capture plugin, loaded with -p
 NCU_METRICS = "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum"
@@ -109,6 +111,37 @@ def worst_case(records: list[dict[str, Any]], candidate_rel: str, case_id: str |
                       _case_bytes(row, pick.record) if pick else None)
 
 
+class NoCase(ValueError):
+    """No case to profile can be named: the message says what to do."""
+
+
+def choose_case(config: Config, candidate: Candidate, case_id: str | None = None) -> tuple[Candidate, CaseChoice]:
+    """The case a profile of ``candidate`` replays (``case_id``, or the worst
+    of its last benchmark in the history) and the candidate narrowed to that
+    case's operator, whose benchmark selection the replay runs.
+
+    Raises:
+        NoCase: no benchmark of the file is in the history and no id was
+            given, or the file maps several operators and the case's is unknown.
+    """
+    records = list(History(config.project / STATE_DIR).records())
+    choice = worst_case(records, candidate.rel, case_id)
+    if choice is None and case_id is None:
+        raise NoCase(f"{candidate.rel} has no benchmarked case in the history: run "
+                     f"`gemswatch run {candidate.rel} --benchmark auto` first, or pass --case-id ID")
+    if choice is None:  # an id the last benchmark did not time: the stage's --case-id check judges it
+        choice = CaseChoice(case_id or "")
+    if choice.operator:
+        pairs = tuple((op, fn) for op, fn in candidate.operators if op == choice.operator)
+        if pairs:
+            return Candidate(candidate.path, candidate.rel, pairs, candidate.pattern), choice
+        return candidate, choice
+    if len(candidate.ops) > 1:
+        raise NoCase(f"{candidate.rel} maps {', '.join(candidate.ops)}; give a --case-id its last benchmark "
+                     "timed, so the case's operator is known")
+    return candidate, choice
+
+
 def _pick_tool(device_kind: str) -> tuple[str, str]:
     """("ncu", "") where ncu can profile, else ("torch", why not ncu)."""
     if device_kind != "cuda":
@@ -152,9 +185,18 @@ def _execute(config: Config, candidate: Candidate, run, case_id: str, tool: str,
     if outcome.timed_out:
         return None, f"timed out after {outcome.timeout_s:g}s"
     if outcome.returncode != 0:
-        tail = _log_tail(plan.log)
-        return outcome.returncode, first_failure_line(tail) or f"exit code {outcome.returncode}"
+        return outcome.returncode, _why_failed(_log_tail(plan.log), outcome.returncode)
     return 0, ""
+
+
+def _why_failed(tail: str, rc: int) -> str:
+    """The reason a replay's log gives: a usage error, the harness's own
+    ``gemswatch: ... failed`` line (an unknown case id), or the first failure."""
+    if rc == 4:
+        return usage_error(tail) or "pytest usage error"
+    harness = [ln.strip() for ln in tail.splitlines() if ln.startswith("gemswatch: ") and "failed" in ln]
+    return first_line(harness[-1].removeprefix("gemswatch: ")) if harness else (
+        first_failure_line(tail) or f"exit code {rc}")
 
 
 def profile_case(config: Config, candidate: Candidate, case: CaseChoice, *,
@@ -207,7 +249,7 @@ def _log_tail(path: Path, limit: int = 64 * 1024) -> str:
         return ""
 
 
-def _ncu_report(path: Path) -> list:
+def _ncu_report(path: Path) -> list[Kernel]:
     ncu = shutil.which("ncu") or "ncu"
     try:
         out = subprocess.run([ncu, "--import", str(path), "--csv", "--page", "raw"], capture_output=True,

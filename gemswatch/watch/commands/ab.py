@@ -165,25 +165,29 @@ def cmd_ab(args: argparse.Namespace) -> int:
                                      "b_sha256": shas["B"], "rounds": args.rounds, "folder": str(root),
                                      "cases": [c.to_dict() for c in rows]}) + "\n")
         return 0
-    _print_table(rows, a, b, op, args.rounds, root)
+    _print_table(rows, {"A": f"{a.rel} {shas['A'][:8]}", "B": f"{b.rel} {shas['B'][:8]}"}, op, args.rounds, root)
     return 0
 
 
-def _print_table(rows, a: Candidate, b: Candidate, op: str, rounds: int, root: Path) -> None:
+def _print_table(rows, sides: dict[str, str], op: str, rounds: int, root: Path) -> None:
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from ..case_table import format_ms
 
     console = make_console()
+    for side, name in sides.items():
+        console.print(f"{side}: {name}", markup=False, soft_wrap=True)
     t = Table(box=box.SIMPLE, pad_edge=False, title_justify="left",
-              title=f"{op}: B/A latency per case over {rounds} rounds (A {a.rel}, B {b.rel}; above 1: B slower)")
+              title=f"{op}: latency B/A per case over {rounds} rounds (above 1: B slower)")
     for name in ("case", "A", "B", "B/A", "95% interval", "verdict"):
         t.add_column(name, justify="left" if name in ("case", "verdict") else "right", overflow="fold")
     for c in rows:
         interval = f"{c.low:.3f} - {c.high:.3f}" if c.low is not None else ""
         style = "red" if c.verdict == "B slower" else "green" if c.verdict == "B faster" else "dim"
-        t.add_row(c.label, format_ms(c.a_ms), format_ms(c.b_ms), f"{c.ratio:.3f}", interval, f"[{style}]{c.verdict}[/]")
+        t.add_row(Text(c.label), format_ms(c.a_ms), format_ms(c.b_ms), f"{c.ratio:.3f}", interval, f"[{style}]{c.verdict}[/]")
     console.print(t)
     differ = sum(c.significant for c in rows)
-    console.print(f"{differ} of {len(rows)} case(s) differ significantly (95 %); runs in {root}", markup=False)
+    console.print(f"{differ} of {len(rows)} case(s) differ significantly (95 %); runs in {root}", markup=False,
+                  soft_wrap=True)

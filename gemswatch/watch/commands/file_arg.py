@@ -13,7 +13,7 @@ from pathlib import Path
 from ..config import Config
 from ..mapping import Candidate, CandidateMap
 
-__all__ = ["find_file", "mapped", "only_operator"]
+__all__ = ["find_file", "mapped"]
 
 
 def find_file(config: Config, text: str) -> Path | None:
@@ -26,9 +26,3 @@ def find_file(config: Config, text: str) -> Path | None:
 
 def mapped(config: Config, path: Path) -> Candidate | None:
     return CandidateMap(config).lookup(path)
-
-
-def only_operator(candidate: Candidate, op: str) -> Candidate | None:
-    """``candidate`` narrowed to operator ``op`` (None when it does not map ``op``)."""
-    pairs = tuple((o, f) for o, f in candidate.operators if o == op)
-    return Candidate(candidate.path, candidate.rel, pairs, candidate.pattern) if pairs else None

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 
-from .file_arg import find_file, mapped, only_operator
+from .file_arg import find_file, mapped
 from .output import print_error
-from .session_setup import load_project_config
+from .session_setup import install_stop_signals, load_project_config
 
 __all__ = ["cmd_profile"]
 
@@ -25,10 +26,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     cfg = load_project_config(args)
     if isinstance(cfg, int):
         return cfg
-    from ..history import STATE_DIR, History
-    from ..profiling import CaseChoice, profile_case, worst_case
-    from .session_setup import install_stop_signals
-    import threading
+    from ..profiling import NoCase, choose_case, profile_case
 
     path = find_file(cfg, args.file)
     if path is None:
@@ -38,20 +36,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if cand is None:
         print_error(f"gemswatch profile: {cfg.rel(path)} is not mapped in {cfg.path.name}: add it under `candidates:`")
         return 2
-    records = list(History(cfg.project / STATE_DIR).records())
-    choice = worst_case(records, cand.rel, args.case_id)
-    if choice is None and args.case_id is None:
-        print_error(f"gemswatch profile: {cand.rel} has no benchmarked case in the history: run "
-                    f"`gemswatch run {cand.rel} --benchmark auto` first, or pass --case-id ID")
-        return 2
-    if choice is None:  # an id the last benchmark did not time: the stage's --case-id check judges it
-        choice = CaseChoice(args.case_id)
-    if choice.operator:
-        narrowed = only_operator(cand, choice.operator)
-        cand = narrowed or cand
-    elif len(cand.ops) > 1:
-        print_error(f"gemswatch profile: {cand.rel} maps {', '.join(cand.ops)}; give a --case-id the last "
-                    "benchmark timed, so its operator is known")
+    try:
+        cand, choice = choose_case(cfg, cand, args.case_id)
+    except NoCase as e:
+        print_error(f"gemswatch profile: {e}")
         return 2
     stop = threading.Event()
     restore = install_stop_signals(stop)
