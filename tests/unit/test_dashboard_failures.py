@@ -189,3 +189,11 @@ def test_the_failure_pane_fits_every_width(width):
     out = export(failed_state(), width)
     assert max(len(line) for line in out.splitlines()) <= width
     assert "12 of 20 fail" in out
+
+
+def test_on_a_short_screen_the_pane_shrinks_so_the_keys_stay_in_view():
+    out = export(failed_state(), 80, height=18)
+    lines = out.splitlines()
+    assert len(lines) <= 18 and lines[-1].startswith("r rerun all")  # a terminal would crop what is below 18
+    assert "lines 1-8 of" in out
+    assert "12 of 20 fail" in export(failed_state(), 80, height=40)

@@ -46,7 +46,7 @@ class _Screen:
         if st.footer:
             bottom.append(Text(st.footer, style="dim"))
         room = options.size.height - len(lines) - len(bottom) - 2  # the pane's borders
-        yield from self._panes(console, width, room)
+        yield from self._panes(console, options, room)
         yield from bottom
 
     def _top(self, width: int) -> list[RenderableType]:
@@ -69,8 +69,11 @@ class _Screen:
             parts.append(Text("no mapped candidates: add files under `candidates:` in config.yaml", style="yellow"))
         return parts
 
-    def _panes(self, console: Console, width: int, room: int) -> list[RenderableType]:
+    def _panes(self, console: Console, options: ConsoleOptions, room: int) -> list[RenderableType]:
+        """The lower panes; the detail pane shrinks to the rows left on the
+        screen (the status lines and keys below it stay in view)."""
         st = self.state
+        width = options.max_width
         if st.pane.help:
             return [_help_panel()]
         focus = st.focused()
@@ -80,7 +83,9 @@ class _Screen:
         selected = st.selected_candidate() == focus
         out: list[RenderableType] = []
         if selected and row.per_case:
-            out.append(Panel(per_case_table(row, width - 4), title=f"{focus}: benchmark cases, worst first", border_style="dim"))
+            cases = Panel(per_case_table(row, width - 4), title=f"{focus}: benchmark cases, worst first", border_style="dim")
+            out.append(cases)
+            room -= len(console.render_lines(cases, options, pad=False))
         if not row.failure and not selected:
             return out
         body = pane_lines(row, st.pane.expanded)
@@ -89,7 +94,7 @@ class _Screen:
         wrapped: list[Text] = []
         for text in body:
             wrapped.extend(_wrap_indented(text, console, max(10, width - 4)))
-        height = max(PANE_LINES, room) if st.pane.expanded else PANE_LINES
+        height = max(PANE_LINES, room) if st.pane.expanded else max(3, min(PANE_LINES, room))
         start = min(st.pane.scroll, max(0, len(wrapped) - height))  # scrolled past the end: the end, whole
         window = wrapped[start : start + height]
         hidden = len(wrapped) - len(window)
