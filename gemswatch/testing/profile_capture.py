@@ -91,19 +91,17 @@ def _torch_window(out: Path, backend: str, case_id: str) -> Iterator[None]:
     prof = profile(activities=activities, with_stack=not cuda)
     error = None
     start = time.perf_counter()
-    prof.__enter__()
     try:
-        yield
+        with prof:
+            yield
     except BaseException as e:
         error = f"{type(e).__name__}: {e}"
         raise
     finally:
-        prof.__exit__(None, None, None)
         window_ms = (time.perf_counter() - start) * 1e3
         trace = out / "trace.json"
         prof.export_chrome_trace(str(trace))
-        events = _trace_events(trace)
-        kind, kernels = kernels_of_trace(events)
+        kind, kernels = kernels_of_trace(_trace_events(trace))
         _report(out, {"tool": "torch", "backend": backend, "case_id": case_id, "device": "cuda" if cuda else "cpu",
                       "window_ms": window_ms, "error": error, "trace": trace.name, "kind": kind,
                       "kernels": kernels[:KERNELS_KEPT]})
