@@ -102,21 +102,27 @@ def failure_lines(row: Row, expanded: bool) -> list[Text]:
     f = row.failure or {}
     stage, status = str(f.get("stage")), str(f.get("status"))
     lines: list[Text] = []
+    groups = [g for g in f.get("failure_groups") or [] if isinstance(g, dict)]
     head = Text(f"{stage} {status}", style=STATUS_STYLE.get(status, ""))
-    head.append(f": {f.get('message', '')}")
+    cases = f.get("cases") or {}
+    if groups and isinstance(cases.get("failed"), int) and cases.get("total"):
+        # the groups say what failed; the first failure's message follows them
+        head.append(f": {cases['failed']} of {cases['total']} cases failed")
+    else:
+        head.append(f": {f.get('message', '')}")
     lines.append(head)
     if isinstance(f.get("seed"), int):
-        lines.append(Text(f"seed {f['seed']} · replay: gemswatch run --seed {f['seed']} {row.candidate}", style="dim"))
-    groups = [g for g in f.get("failure_groups") or [] if isinstance(g, dict)]
+        lines.append(Text(f"replay: gemswatch run --seed {f['seed']} {row.candidate}", style="dim"))
     if groups:
         lines.append(Text("failed cases by test and dtype:"))
         for g in groups:
             lines.append(group_line(g))
             lines += _group_detail(g)
-        failed = (f.get("cases") or {}).get("failed", 0)
+        failed = cases.get("failed", 0)
         grouped = sum(int(g.get("failed", 0)) for g in groups)
         if isinstance(failed, int) and failed > grouped:
             lines.append(Text(f"  and {failed - grouped} more failed case(s) in the report", style="dim"))
+        lines.append(Text(f"first failure: {f.get('message', '')}"))
     elif f.get("first_failure"):
         lines.append(Text(f"first failure: {f['first_failure']}", style="bold"))
     detail = str(f.get("detail") or "")

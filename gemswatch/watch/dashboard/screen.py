@@ -45,7 +45,8 @@ class _Screen:
         bottom: list[RenderableType] = [Text(n, style="yellow") for n in st.notes]
         if st.footer:
             bottom.append(Text(st.footer, style="dim"))
-        room = options.size.height - len(lines) - len(bottom) - 2  # the pane's borders
+        below = len(console.render_lines(Group(*bottom), options, pad=False)) if bottom else 0
+        room = options.size.height - len(lines) - below - 2  # the pane's borders
         yield from self._panes(console, options, room)
         yield from bottom
 
@@ -64,6 +65,9 @@ class _Screen:
         if st.config_error:
             parts.append(Panel(Text(st.config_error, style="red"), title="config.yaml error - keeping the last good config",
                                border_style="red"))
+        if st.pane.help:  # over the table: the whole list fits a 24-row terminal
+            parts.append(_help_panel())
+            return parts
         parts.append(candidates_table(st, width))
         if not st.rows:
             parts.append(Text("no mapped candidates: add files under `candidates:` in config.yaml", style="yellow"))
@@ -75,7 +79,7 @@ class _Screen:
         st = self.state
         width = options.max_width
         if st.pane.help:
-            return [_help_panel()]
+            return []
         focus = st.focused()
         row = st.rows.get(focus) if focus else None
         if row is None:
