@@ -1,28 +1,28 @@
 """A capture provider for ``--profile-only``: the torch profiler, or ncu's window.
 
-Loaded with ``-p gemswatch.testing.profile_capture`` next to the benchmark
-plugin; it implements ``pytest_flaggems_profile_scope`` and writes into the
-folder named by ``GEMSWATCH_PROFILE_DIR``:
+Loaded with ``-p gemswatch.testing.profile_capture --profile-report-dir DIR``
+next to the benchmark plugin; its :class:`CaptureProvider` implements
+``pytest_flaggems_profile_scope`` and writes into DIR:
 
-- ``GEMSWATCH_PROFILE_TOOL=torch`` (the default): the captured calls run
-  under ``torch.profiler`` (CUDA activity where there is a GPU, else the
-  CPU's, with Python frames so Triton's interpreter shows which kernel it
-  ran); ``trace.json`` is the Chrome trace and ``profile.json``
+- ``--profile-tool torch`` (the default): the captured calls run under
+  ``torch.profiler`` (CUDA activity where there is a GPU, else the CPU's,
+  with Python frames so Triton's interpreter shows which kernel it ran);
+  ``trace.json`` is the Chrome trace and ``profile.json``
   (``gemswatch.profile/v1``) lists the kernels, their calls and time.
-- ``GEMSWATCH_PROFILE_TOOL=ncu``: the process runs under
+- ``--profile-tool ncu``: the process runs under
   ``ncu --profile-from-start off``; the scope opens and closes ncu's
   window (``cudaProfilerStart``/``Stop``) and ``profile.json`` records that
   it did. The kernels are read from ncu's own report afterwards.
 
 ``profile.json`` is written when the scope exits, also when the candidate
 raised (with the error), so a run that produced no file never entered the
-scope. Imports torch and the harness's atomic writer; never ``gemswatch.watch``.
+scope. Imports pytest, torch (when capturing) and the harness's atomic
+writer; never ``gemswatch.watch``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from contextlib import contextmanager
@@ -33,26 +33,44 @@ import pytest
 
 from ._atomic import write_json_atomic
 
-__all__ = ["PROFILE_SCHEMA", "DIR_ENV", "TOOL_ENV", "pytest_flaggems_profile_scope", "kernels_of_trace"]
+__all__ = ["PROFILE_SCHEMA", "CaptureProvider", "kernels_of_trace"]
 
 PROFILE_SCHEMA = "gemswatch.profile/v1"
-DIR_ENV = "GEMSWATCH_PROFILE_DIR"
-TOOL_ENV = "GEMSWATCH_PROFILE_TOOL"
 KERNELS_KEPT = 20  # rows of profile.json's kernel list
 
 _INTERPRETER = "triton/runtime/interpreter.py"
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_flaggems_profile_scope(backend: str, case_id: str):
-    folder = os.environ.get(DIR_ENV)
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("profile capture", "gemswatch's --profile-only capture provider")
+    group.addoption("--profile-report-dir", default=None, metavar="DIR",
+                    help="folder for profile.json and the profiler's report (required with this plugin)")
+    group.addoption("--profile-tool", default="torch", choices=("torch", "ncu"),
+                    help="torch: the torch profiler; ncu: open ncu's window (run the process under ncu)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = config.getoption("profile_report_dir")
     if not folder:
-        raise pytest.UsageError(f"gemswatch.testing.profile_capture needs {DIR_ENV}: the folder its report goes to")
-    tool = os.environ.get(TOOL_ENV, "torch")
-    if tool not in ("torch", "ncu"):
-        raise pytest.UsageError(f"{TOOL_ENV}={tool!r}: expected torch or ncu")
-    out = Path(folder)
-    return _ncu_window(out, backend, case_id) if tool == "ncu" else _torch_window(out, backend, case_id)
+        raise pytest.UsageError("gemswatch.testing.profile_capture needs --profile-report-dir DIR: "
+                                "the folder its report goes to")
+    if not Path(folder).is_dir():
+        raise pytest.UsageError(f"--profile-report-dir {folder}: no such folder; create it first")
+    config.pluginmanager.register(CaptureProvider(Path(folder), config.getoption("profile_tool")),
+                                  "gemswatch-profile-capture")
+
+
+class CaptureProvider:
+    """The ``pytest_flaggems_profile_scope`` of one session: ``tool`` writes into ``folder``."""
+
+    def __init__(self, folder: Path, tool: str):
+        self.folder = folder
+        self.tool = tool
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_flaggems_profile_scope(self, backend: str, case_id: str):
+        window = _ncu_window if self.tool == "ncu" else _torch_window
+        return window(self.folder, backend, case_id)
 
 
 def _report(out: Path, fields: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from .devices import detect_devices
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate
 from .profile_summary import Kernel, kernels_of_report, ncu_kernels, summary_lines
-from .stage.executor import ProcessExecutor
+from .stage.executor import ProcessExecutor, StageExecutor
 from .stage.plan import StagePlan, stage_command, stage_env
 from .stage.pytest_log import first_failure_line, first_line, usage_error
 from .stage.run import start_run
@@ -161,7 +161,8 @@ def _command(config: Config, candidate: Candidate, snapshot: Path, run_dir: Path
     if cmd is None:
         raise ValueError(f"no benchmark selection for {', '.join(candidate.ops)} in {config.path.name}")
     cut = cmd.index("--record")  # --profile-only writes no timing report
-    cmd = cmd[:cut] + cmd[cut + 4:] + ["-p", PROVIDER, "--profile-only", "--case-id", case_id]
+    cmd = cmd[:cut] + cmd[cut + 4:] + ["-p", PROVIDER, "--profile-report-dir", str(run_dir), "--profile-tool", tool,
+                                       "--profile-only", "--case-id", case_id]
     if tool == "ncu":
         ncu = shutil.which("ncu") or "ncu"
         cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all", "--metrics", NCU_METRICS,
@@ -170,16 +171,15 @@ def _command(config: Config, candidate: Candidate, snapshot: Path, run_dir: Path
 
 
 def _execute(config: Config, candidate: Candidate, run, case_id: str, tool: str, device: str | None,
-             cancel: threading.Event) -> tuple[int | None, str]:
+             cancel: threading.Event, executor: StageExecutor) -> tuple[int | None, str]:
     """Run the replay once; (exit code, log's first failure or '')."""
     cmd = _command(config, candidate, run.snapshot, run.run_dir, case_id, tool)
     env = stage_env(config, candidate, run.run_id, device)
-    env.update({"GEMSWATCH_PROFILE_DIR": str(run.run_dir), "GEMSWATCH_PROFILE_TOOL": tool})
     plan = StagePlan(run_id=run.run_id, stage="profile", command=tuple(cmd), cwd=config.project, env=env,
                      log=run.run_dir / "profile.log", report=run.run_dir / "profile.json",
                      timeout=config.timeouts.get("benchmark"), grace=config.grace, device=device)
     (run.run_dir / "profile.cmd").write_text(plan.command_line + "\n", encoding="utf-8")
-    outcome = ProcessExecutor().execute(plan, cancel)
+    outcome = executor.execute(plan, cancel)
     if outcome.cancelled:
         return None, "stopped"
     if outcome.timed_out:
@@ -200,14 +200,18 @@ def _why_failed(tail: str, rc: int) -> str:
 
 
 def profile_case(config: Config, candidate: Candidate, case: CaseChoice, *,
-                 cancel: threading.Event | None = None) -> ProfileResult:
+                 cancel: threading.Event | None = None, executor: StageExecutor | None = None) -> ProfileResult:
     """Replay ``case`` of ``candidate``'s current bytes under a profiler; see the module doc.
 
     ``candidate`` should map only the operator of the case (its benchmark
-    selection is what runs). Never raises for a candidate that fails: the
-    result says why.
+    selection is what runs: :func:`choose_case` narrows it). ``executor``
+    runs the replay (default: a fresh process; the watcher's warm executor
+    forks a torch-profiler replay from its pool, and starts an ncu one cold
+    since ncu must start the process). Never raises for a candidate that
+    fails: the result says why.
     """
     cancel = cancel or threading.Event()
+    executor = executor or ProcessExecutor()
     source = candidate.path.read_bytes()
     sha = hashlib.sha256(source).hexdigest()
     history = History(config.project / STATE_DIR)
@@ -217,11 +221,11 @@ def profile_case(config: Config, candidate: Candidate, case: CaseChoice, *,
     info = detect_devices(dict(stage_env(config, candidate, run_id, None)))
     device = info.slots[0]
     tool, note = _pick_tool(info.kind)
-    rc, why = _execute(config, candidate, run, case.case_id, tool, device, cancel)
+    rc, why = _execute(config, candidate, run, case.case_id, tool, device, cancel, executor)
     if rc != 0 and tool == "ncu" and rc is not None:
         note = f"ncu's run failed ({why}); the torch profiler stood in"
         tool = "torch"
-        rc, why = _execute(config, candidate, run, case.case_id, tool, device, cancel)
+        rc, why = _execute(config, candidate, run, case.case_id, tool, device, cancel, executor)
     log = run.run_dir / "profile.log"
     base = dict(tool=tool, case_id=case.case_id, run_dir=run.run_dir, log=log, note=note)
     if rc != 0:
