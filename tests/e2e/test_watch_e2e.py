@@ -563,7 +563,9 @@ def test_watch_ctrl_c_stops_a_hanging_stage(proj):
 
 
 def test_dashboard_in_a_terminal_takes_keys(proj):
-    """The rich dashboard in a pseudo-terminal: `b` benchmarks, `q` quits."""
+    """The rich dashboard in a pseudo-terminal, on the alternate screen: `b`
+    benchmarks, `o` shows the log in $PAGER (the screen steps aside and
+    comes back), `q` quits and gives the shell its screen back."""
     import fcntl
     import pty
     import select
@@ -579,6 +581,8 @@ def test_dashboard_in_a_terminal_takes_keys(proj):
     if pid == 0:  # pragma: no cover - the child
         os.chdir(proj)
         os.environ["GEMSWATCH_DEVICE"] = "cpu"
+        # a pager that copies the log it is given
+        os.environ["PAGER"] = f"{PY} -c \"import shutil, sys; shutil.copy(sys.argv[1], 'paged.log')\""
         os.execv(PY, [PY, "-m", "gemswatch.watch", "--svg", str(proj / "dash.svg")])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     out = bytearray()
@@ -606,6 +610,8 @@ def test_dashboard_in_a_terminal_takes_keys(proj):
         assert pump_until(lambda: stages() == ["preflight", "correctness"], 30), out.decode(errors="replace")[-2000:]
         os.write(fd, b"b")
         assert pump_until(lambda: "benchmark" in stages(), 30)
+        os.write(fd, b"jo")  # select the file, open its latest stage's log
+        assert pump_until(lambda: (proj / "paged.log").exists() and out.count(b"\x1b[?1049h") == 2, 20)
         os.write(fd, b"q")
         assert pump_until(lambda: b"gemswatch summary" in out, 20)
     finally:
@@ -624,5 +630,9 @@ def test_dashboard_in_a_terminal_takes_keys(proj):
     assert status is not None and os.waitstatus_to_exitcode(status) == 0
     text = out.decode(errors="replace")
     assert "gemswatch" in text and "good.py" in text and "passed" in text
+    assert text.count("\x1b[?1049h") == text.count("\x1b[?1049l") == 2  # left for the pager, and at the end
+    assert text.index("gemswatch summary") > text.rindex("\x1b[?1049l")  # printed on the shell's screen
+    last = [json.loads(x) for x in history.read_text().splitlines() if '"stage_finished"' in x][-1]
+    assert (proj / "paged.log").read_bytes() == Path(last["log"]).read_bytes()  # the benchmark's log
     assert (proj / "dash.svg").read_text().startswith("<svg")
     assert not stray_processes(proj)
