@@ -87,7 +87,9 @@ class Output:
 
         from ..dashboard import render
 
-        rec = Console(record=True, width=120, file=open(os.devnull, "w"), force_terminal=True, color_system="truecolor")
+        # tall enough that the failure pane is not shrunk to a terminal's rows
+        rec = Console(record=True, width=120, height=60, file=open(os.devnull, "w"), force_terminal=True,
+                      color_system="truecolor")
         with self.state.lock:
             self.state.now = 0.0
             rec.print(render(self.state))
