@@ -76,6 +76,7 @@ class FakeActions:
 
 def test_failures_show_grouped_by_test_and_dtype_with_the_worst_case():
     out = export(failed_state(), 160)
+    assert "correctness failed: 13 of 33 cases failed" in out
     assert "test_widths · bfloat16: 12 of 20 fail, worst rel err 3.0e-02 at [4, 781]" in out
     assert "test_widths[small] (worst, index [2, 5]), test_widths[large] and 10 more" in out
     assert "test_library · float16: 1 of 3 fail" in out and "IndexError: index 9 is out of bounds" in out

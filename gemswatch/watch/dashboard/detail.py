@@ -107,7 +107,8 @@ def failure_lines(row: Row, expanded: bool) -> list[Text]:
     cases = f.get("cases") or {}
     if groups and isinstance(cases.get("failed"), int) and cases.get("total"):
         # the groups say what failed; the first failure's message follows them
-        head.append(f": {cases['failed']} of {cases['total']} cases failed")
+        skipped = f", {cases['skipped']} skipped" if cases.get("skipped") else ""
+        head.append(f": {cases['failed']} of {cases['total']} cases failed{skipped}")
     else:
         head.append(f": {f.get('message', '')}")
     lines.append(head)
