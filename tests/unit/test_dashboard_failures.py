@@ -201,3 +201,18 @@ def test_on_a_short_screen_the_pane_shrinks_so_the_keys_stay_in_view():
     assert len(lines) <= 18 and lines[-1].startswith("r rerun all")  # a terminal would crop what is below 18
     assert "lines 1-8 of" in out
     assert "12 of 20 fail" in export(failed_state(), 80, height=40)
+
+
+def test_the_screenshot_script_draws_a_failure_with_its_pane(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "dashboard_svg.py"
+    spec = importlib.util.spec_from_file_location("dashboard_svg", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for width in (80, 160):
+        text = module.screen_text(width)
+        assert "test_widths · float32: 2 of 5 fail" in text and max(len(ln) for ln in text.splitlines()) <= width
+    module.write_svg(tmp_path / "d.svg", 80, 40)
+    assert (tmp_path / "d.svg").read_text().startswith("<svg")
