@@ -52,3 +52,11 @@ def test_a_note_is_a_string_everywhere_else():
     note = Note("x.py is not mapped", about="x.py")
     assert note == "x.py is not mapped" and f"note: {note}" == "note: x.py is not mapped" and note.about == "x.py"
     assert Note("plain").about is None
+
+
+def test_a_pool_note_that_the_warm_line_already_shows_is_left_out():
+    st = DashboardState(warm="warm: pool 12231 ready (3.0 s to preload torch)")
+    st.note("warm start: pool 12231 ready (3.0 s to preload torch)")
+    assert list(st.notes) == []
+    st.note("warm start: the warm pool died (exit status -9); restarting the pool")
+    assert len(st.notes) == 1

@@ -109,8 +109,12 @@ class DashboardState:
             self.selected = len(self.rows) - 1 if self.rows else None
 
     def note(self, text: str) -> None:
-        """A status line (repeats collapse into a count)."""
+        """A status line (repeats collapse into a count). The warm pool's
+        "warm start: X" says what the warm line above the table already
+        shows ("warm: X"), and is left out."""
         self.version += 1
+        if self.warm and text.startswith("warm start: ") and text.removeprefix("warm start: ") == self.warm.removeprefix("warm: "):
+            return
         self.notes.add(text)
 
     def load_history(self, last: dict[str, dict[str, dict[str, Any]]], current_sha: dict[str, str]) -> None:
