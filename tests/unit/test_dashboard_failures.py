@@ -70,6 +70,9 @@ class FakeActions:
     def open_log(self, path):
         self.calls.append(("open_log", path))
 
+    def profile(self, candidate):
+        self.calls.append(("profile", candidate))
+
     def say(self, text):
         self.calls.append(("say", text))
 
@@ -216,3 +219,12 @@ def test_the_screenshot_script_draws_a_failure_with_its_pane(tmp_path):
         assert "test_widths · float32: 2 of 5 fail" in text and max(len(ln) for ln in text.splitlines()) <= width
     module.write_svg(tmp_path / "d.svg", 80, 40)
     assert (tmp_path / "d.svg").read_text().startswith("<svg")
+
+
+def test_p_profiles_the_selected_file_and_asks_for_a_selection_without_one():
+    st, actions = failed_state(), FakeActions()
+    assert handle_key("p", st, actions) == "profile"
+    assert actions.calls == [("profile", CAND)]
+    empty, actions = DashboardState(), FakeActions()
+    handle_key("p", empty, actions)
+    assert actions.calls and actions.calls[0][0] == "say" and "select a file" in actions.calls[0][1]

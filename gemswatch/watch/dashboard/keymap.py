@@ -32,6 +32,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(("pgdn", " "), "PgDn space", "scroll_down", "scroll the detail pane down"),
     Binding(("pgup",), "PgUp", "scroll_up", "scroll the detail pane up"),
     Binding(("enter", "e"), "Enter e", "expand", "expand the detail pane (all groups, the whole log tail), or collapse it"),
+    Binding(("p",), "p", "profile", "profile the shown file's slowest benchmarked case (ncu, else the torch profiler)"),
     Binding(("o",), "o", "open_log", "open the shown stage's log in $PAGER (else $EDITOR, else less)"),
     Binding(("?",), "?", "help", "show or hide this help"),
     Binding(("esc",), "Esc", "close", "close the help, or collapse the detail pane"),
@@ -50,6 +51,11 @@ class Actions(Protocol):
     def benchmark(self, candidate: str | None) -> None: ...
 
     def quit(self) -> None: ...
+
+    def profile(self, candidate: str) -> None:
+        """Replay the candidate's slowest benchmarked case under a profiler,
+        in the background; its summary arrives as status lines."""
+        ...
 
     def open_log(self, path: str) -> None:
         """Show the log with the dashboard suspended; restore it after."""
@@ -71,6 +77,7 @@ def handle_key(key: str, state: DashboardState, actions: Actions) -> str | None:
         return None
     with state.lock:
         selected = state.selected_candidate()
+        shown = state.focused()  # the row the detail pane shows
         log = state.log_to_open()
         if action == "select_up":
             state.select(-1)
@@ -98,6 +105,11 @@ def handle_key(key: str, state: DashboardState, actions: Actions) -> str | None:
         actions.benchmark(selected)
     elif action == "quit":
         actions.quit()
+    elif action == "profile":
+        if shown:
+            actions.profile(shown)
+        else:
+            actions.say("p: select a file first (↑/↓)")
     elif action == "open_log":
         if log:
             actions.open_log(log)
