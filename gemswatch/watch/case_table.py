@@ -20,8 +20,8 @@ from rich.text import Text
 
 from .events import format_speedup
 
-__all__ = ["BenchmarkPick", "CaseColumn", "COLUMNS", "candidates_named", "case_rows", "format_ms", "headline",
-           "last_benchmark", "render_case_table", "shown_columns"]
+__all__ = ["BenchmarkPick", "CaseColumn", "COLUMNS", "candidates_named", "case_rows", "fitted_columns", "format_ms",
+           "headline", "last_benchmark", "render_case_table", "shown_columns", "with_change"]
 
 
 @dataclass(frozen=True)
@@ -87,13 +87,15 @@ def case_rows(pick: BenchmarkPick) -> list[dict[str, Any]]:
     before: dict[str, float | None] = {}
     if pick.previous is not None:
         before = {str(c.get("case")): headline(c) for c in pick.previous.get("per_case") or [] if isinstance(c, dict)}
-    rows = []
-    for c in pick.record.get("per_case") or []:
-        if not isinstance(c, dict):
-            continue
-        now, prev = headline(c), before.get(str(c.get("case")))
-        rows.append({**c, "prev": prev, "change": now / prev - 1 if now is not None and prev else None})
+    rows = [with_change(c, before.get(str(c.get("case")))) for c in pick.record.get("per_case") or [] if isinstance(c, dict)]
     return sorted(rows, key=lambda r: (headline(r) is None, headline(r) or 0.0))
+
+
+def with_change(row: dict[str, Any], prev: float | None) -> dict[str, Any]:
+    """``row`` with ``prev`` (its headline ratio at the previous passing
+    benchmark) and ``change`` (now / prev - 1; None where either is unknown)."""
+    now = headline(row)
+    return {**row, "prev": prev, "change": now / prev - 1 if now is not None and prev else None}
 
 
 def format_ms(value: Any) -> str:
@@ -181,13 +183,46 @@ def shown_columns(rows: list[dict[str, Any]]) -> list[CaseColumn]:
     return [c for c in COLUMNS if c.always or any(r.get(f) is not None for r in rows for f in c.fields)]
 
 
-def render_case_table(rows: list[dict[str, Any]], title: str = "") -> Table:
-    """``rows`` (from :func:`case_rows`) as a table, in their order."""
+# Which optional columns go first when the table is too wide for its screen.
+_DROP_FIRST = ("peak MiB", "determinism", "TFLOP/s", "GB/s", "vs compile", "vs eager", "gems", "compile", "eager")
+
+
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def fitted_columns(rows: list[dict[str, Any]], width: int | None) -> tuple[list[CaseColumn], list[CaseColumn]]:
+    """(the columns shown, the columns left out) for ``rows`` at ``width``
+    characters: optional columns are left out in :data:`_DROP_FIRST` order
+    until the table fits (the case column wraps, so it counts at most 24)."""
     cols = shown_columns(rows)
+    dropped: list[CaseColumn] = []
+
+    def needed(cs: list[CaseColumn]) -> int:
+        widths = [max([len(c.header)] + [len(_plain(c.cell(r))) for r in rows]) for c in cs]
+        if cs and cs[0].header == "case":
+            widths[0] = min(widths[0], 24)
+        return sum(widths) + 2 * max(0, len(cs) - 1)
+
+    for header in _DROP_FIRST:
+        if width is None or needed(cols) <= width:
+            break
+        gone = [c for c in cols if c.header == header]
+        cols = [c for c in cols if c.header != header]
+        dropped += gone
+    return cols, dropped
+
+
+def render_case_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
+    """``rows`` (from :func:`case_rows`) as a table, in their order; with
+    ``width``, the columns that fit (the caption names those left out)."""
+    cols, dropped = fitted_columns(rows, width)
     t = Table(box=box.SIMPLE, pad_edge=False, title=title or None, title_justify="left")
     for c in cols:
         t.add_column(c.header, justify="left" if c.header == "case" else "right", overflow="fold",
                      no_wrap=c.header != "case")
     for r in rows:
         t.add_row(*(c.cell(r) for c in cols))
+    if dropped:
+        t.caption = "not shown at this width: " + ", ".join(c.header for c in dropped)
     return t

@@ -98,18 +98,20 @@ def test_cell_details_break_between_bits_and_a_remark_stays_with_its_count():
     assert pack(["earlier abababab"], 11) == ["earlier", "abababab"]
 
 
-def test_per_case_fields_the_dashboard_does_not_know_show_where_there_is_room():
+def test_per_case_baselines_show_where_there_is_room_and_are_named_where_not():
     st = state()
     row = st.rows[SOFTMAX]
     row.per_case = [
         {"case": "a", "label": "float16 x=[4096, 4096]", "speedup": 0.5, "latency_ms": 2.0, "base_ms": 1.0,
-         "speedup_compile": 0.8, "headline_vs": "best", "never_set": None, "histogram": {"p50": 1.0}},
-        {"case": "b", "label": "float32 x=[8, 8]", "speedup": 2.0, "speedup_compile": None, "headline_vs": "best"},
+         "compile_ms": 0.4, "speedup_compile": 0.2, "speedup_headline": 0.2, "headline_vs": "best",
+         "determinism": "PASS", "gbps": 812.0, "prev": 0.4},
+        {"case": "b", "label": "float32 x=[8, 8]", "speedup": 2.0, "speedup_compile": None, "headline_vs": "eager"},
     ]
     while st.selected_candidate() != SOFTMAX:
         st.select(1)
     wide, narrow = export(160, st), export(80, st)
-    assert "speedup_compile" in wide and "0.8" in wide and "headline_vs" in wide
-    assert "never_set" not in wide and "histogram" not in wide and "p50" not in wide
-    assert "more fields in the report: speedup_compile, headline_vs" in " ".join(narrow.split())
+    for header in ("eager", "compile", "vs eager", "vs compile", "GB/s", "determinism"):
+        assert header in wide, header
+    assert "400.0 us" in wide and "PASS" in wide and "-50.0%" in wide  # the change is of the headline ratio
+    assert "not shown at this width:" in " ".join(narrow.split())
     assert max(len(line) for line in narrow.splitlines()) <= 80
