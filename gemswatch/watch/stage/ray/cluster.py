@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import dataclass
 
 from ...devices import DeviceInfo, detect_devices
@@ -22,6 +23,20 @@ __all__ = ["INSTALL_HINT", "ClusterShape", "RayCluster", "RayUnavailable", "impo
 INSTALL_HINT = 'pip install "gemswatch[ray]"'
 # How long the list of nodes is trusted before it is asked for again.
 _NODES_TTL_S = 5.0
+# How long a cluster's address may take to accept a connection.
+_CONNECT_TIMEOUT_S = 10.0
+
+
+def _answers(address: str, timeout: float = _CONNECT_TIMEOUT_S) -> None:
+    """Fail at once when nothing listens at HOST:PORT: Ray itself would wait
+    for that address for minutes, deaf to SIGTERM."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # `auto` and the like: Ray finds the address, and fails fast without one
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(f"nothing answers at {address} ({e.strerror or e})") from e
 
 
 def _quiet_worker_deaths() -> None:
@@ -104,8 +119,11 @@ class RayCluster:
                     self.started_here = True
                 else:
                     options.pop("include_dashboard")
+                    _answers(address)
+                    # The driver's C++ side would print each retry of a slow cluster on stderr.
+                    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
                     ray.init(address=address, **options)
-            except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
+            except (ConnectionError, RuntimeError, ValueError, TimeoutError, OSError) as e:
                 where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 hint = " (start one with `ray start --head`, or leave out --ray-address)" if address else ""

@@ -42,6 +42,7 @@ DRIVER_SLACK_S = 30.0
 # After a cancel, how long the task may take beyond the stage's grace to end.
 CANCEL_SLACK_S = 10.0
 _MESSAGE_CHARS = 300
+SHIP_ENV = "GEMSWATCH_RAY_SHIP"
 
 
 class RayExecutor:
@@ -51,7 +52,8 @@ class RayExecutor:
         cluster: the session's cluster.
         ship: True sends the project with every task and runs it in a copy,
             False runs every stage in place on this node, None (default)
-            ships only when the cluster has other nodes.
+            ships only when the cluster has other nodes, or always when
+            ``GEMSWATCH_RAY_SHIP=1`` (the way to other nodes, tried on one).
         poll_s: how often the driver looks at a running task.
     """
 
@@ -59,7 +61,7 @@ class RayExecutor:
 
     def __init__(self, cluster: RayCluster, *, ship: bool | None = None, poll_s: float = 0.1):
         self.cluster = cluster
-        self.ship = ship
+        self.ship = True if ship is None and os.environ.get(SHIP_ENV) == "1" else ship
         self.poll_s = poll_s
         self._ray = cluster._ray
         self._remote = self._ray.remote(max_retries=0, max_calls=1)(run_task)
