@@ -59,7 +59,8 @@ def _timed(st: "BenchState", bm: Benchmark, spec: CaseSpec, fn: Callable[..., An
     candidate's repetitions are, so the baselines' are too)."""
     args, kwargs = bm.inputs(spec, st.device)
     setup = InputPool.of_case(args, kwargs, case_seed(spec.case_id)).feeder(args, kwargs) if fed else None
-    return st.timer(lambda: fn(*args, **kwargs), setup)
+    # Half the warm-up budget, as the baseline and the candidate each get.
+    return st.timer.measure(lambda: fn(*args, **kwargs), setup, st.timer.warmup_ms / 2).latency
 
 
 def _compiled_latency(st: "BenchState", bm: Benchmark, spec: CaseSpec, fed: bool) -> tuple[float | None, float | None]:
