@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import json
 import os
 import selectors
@@ -69,6 +70,19 @@ MAX_MESSAGE = 1 << 20
 # preload may have changed after it was imported: the pool refuses to serve.
 # Larger than the file system's timestamp granularity (one kernel tick).
 MTIME_SLACK_NS = 50_000_000
+
+
+def _load_signal_scope():
+    """The sibling module that confines a stage's signals (loaded by path,
+    like this file)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "signal_scope.py")
+    spec = importlib.util.spec_from_file_location("_gemswatch_signal_scope", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_signal_scope = _load_signal_scope()
 
 
 def _send(sock: socket.socket, **message) -> None:
@@ -359,6 +373,8 @@ class Pool:
         code = 1
         try:
             os.setsid()
+            # A candidate in this stage cannot signal the pool or the watcher.
+            _signal_scope.confine_signals()
             # The pool's descriptors are not the stage's.
             self.sel.close()
             for s in [self.ctl, conn, *self.children.values()]:

@@ -12,18 +12,27 @@ so it dies even when gemswatch is killed by SIGKILL.
 
 A warm stage (forked by the warm pool, see :mod:`.warm`) is driven the same
 way: it leads its own session too, and the pool reports its exit status.
+
+Every stage, warm or cold, first confines its signals to itself
+(:mod:`gemswatch.warmpool.signal_scope`): a candidate that kills its
+parent, its process group's parent or every ancestor it finds in ``/proc``
+cannot reach the pool or the watcher.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from . import reaper as care
+from ...warmpool import signal_scope
 from .result import Outcome
 
 if TYPE_CHECKING:
@@ -34,6 +43,10 @@ __all__ = ["run_process", "stop_group", "kill_all", "live_groups"]
 _live: dict[int, subprocess.Popen] = {}
 _markers: dict[int, tuple[bytes, ...] | None] = {}  # pid -> its stage's environment marker
 _live_lock = threading.Lock()
+# Run before a cold stage's command: nothing the stage starts can signal the
+# watcher (a stage started cold is its child, and a candidate may kill its
+# ancestors); see gemswatch/warmpool/signal_scope.py.
+_CONFINE = [sys.executable, "-S", "-E", str(Path(signal_scope.__file__).resolve())]
 
 
 def live_groups() -> list[int]:
@@ -76,6 +89,17 @@ def kill_all(grace: float = 0.0) -> None:
         care.signal_group(p.pid, signal.SIGKILL)
     for marker in markers:
         care.kill_marked(marker)
+
+
+def _missing_program(program: str, cwd: Path, env: dict[str, str]) -> str:
+    """Why ``program`` cannot be started ('' when it can): said here, as the
+    confining step runs it by exec and could only exit 127."""
+    if os.sep in program:
+        program = os.path.join(cwd, program)
+        if not os.path.exists(program):
+            return "No such file or directory"
+        return "" if os.access(program, os.X_OK) else "Permission denied"
+    return "" if shutil.which(program, path=env.get("PATH", os.defpath)) else "No such file or directory"
 
 
 def _finished(proc) -> bool:
@@ -124,10 +148,14 @@ def run_process(
                     cancel_reason=cancel_reason() if cancel_reason else "",
                 )
         if proc is None:
+            missing = _missing_program(cmd[0], cwd, env)
+            if missing:
+                care.unguard(guard)
+                return Outcome(None, time.monotonic() - start, spawn_error=f"{cmd[0]}: {missing}")
             try:
                 with care.spawning():
                     proc = subprocess.Popen(
-                        cmd,
+                        _CONFINE + cmd,
                         cwd=str(cwd),
                         env=env,
                         stdin=subprocess.DEVNULL,
