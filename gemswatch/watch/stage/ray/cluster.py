@@ -2,7 +2,7 @@
 
 With no address, a cluster of this machine is started for the session
 (its cores as CPU slots, its CUDA devices as GPU slots) and shut down with
-it. With an address (``auto`` or ``HOST:PORT``) the session joins a
+it, even when gemswatch is killed (:mod:`.watchdog`). With an address (``auto`` or ``HOST:PORT``) the session joins a
 running cluster as one more driver; this machine must be one of its nodes
 (``ray start --address=...``), as Ray requires of a driver.
 
@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import uuid
 from dataclasses import dataclass
 
 from ...devices import DeviceInfo, detect_devices
+from .watchdog import MARKER_ENV, Watchdog
 
 __all__ = ["INSTALL_HINT", "ClusterShape", "RayCluster", "RayUnavailable", "import_ray"]
 
@@ -102,6 +104,7 @@ class RayCluster:
         # A process that already joined a cluster (a test's) keeps it: not ours to shut down.
         self.joined_before = ray.is_initialized()
         self.started_here = False
+        self._watchdog: Watchdog | None = None
         if not self.joined_before:
             options = dict(
                 include_dashboard=False,
@@ -110,6 +113,9 @@ class RayCluster:
             )
             try:
                 if address is None:
+                    # Marked before it starts, so that a SIGKILLed gemswatch takes all of it along.
+                    self._watchdog = Watchdog(f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
+                    os.environ[MARKER_ENV] = self._watchdog.entry.split("=", 1)[1]
                     devices = detect_devices()
                     ray.init(
                         num_cpus=cpus if cpus is not None else max(1, os.cpu_count() or 1),
@@ -124,6 +130,7 @@ class RayCluster:
                     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
                     ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError, TimeoutError, OSError) as e:
+                self._close_watchdog()
                 where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 hint = " (start one with `ray start --head`, or leave out --ray-address)" if address else ""
@@ -165,3 +172,10 @@ class RayCluster:
         """Leave the cluster; one started here is shut down (its tasks end with it)."""
         if not self.joined_before and self._ray.is_initialized():
             self._ray.shutdown()
+        self._close_watchdog()
+
+    def _close_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
+            os.environ.pop(MARKER_ENV, None)
