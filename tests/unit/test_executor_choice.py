@@ -106,3 +106,33 @@ def test_ray_gpu_slots_are_held_whole_by_every_stage(proj):
 def test_a_cpu_cluster_offers_its_cpu_slots_as_jobs():
     assert DeviceInfo("cpu", cpus=48, label="ray cluster").default_jobs() == 48
     assert DeviceInfo("cpu", cpus=48, label="ray cluster").describe() == "ray cluster"
+
+
+def test_an_address_nothing_answers_at_fails_at_once():
+    from gemswatch.watch.stage.ray.cluster import _answers
+
+    with pytest.raises(ConnectionError, match="nothing answers at 127.0.0.1:1"):
+        _answers("127.0.0.1:1", timeout=2)
+    _answers("auto")  # Ray resolves `auto` itself
+
+
+def test_the_watchdog_kills_what_carries_its_entry_once_gemswatch_is_gone(tmp_path):
+    # A process of a cluster started here (it carries the entry, in a session
+    # of its own) dies when the watchdog's pipe ends; an unmarked one lives.
+    import os
+    import subprocess
+
+    from gemswatch.watch.stage.ray.watchdog import MARKER_ENV, Watchdog
+
+    dog = Watchdog(f"test-{os.getpid()}")
+    session = dog.entry.split("=", 1)[1]
+    marked = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER_ENV: session}, start_new_session=True)
+    plain = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        dog.close()
+        assert marked.wait(timeout=10) == -9
+        assert plain.poll() is None
+    finally:
+        for p in (marked, plain):
+            p.kill()
+            p.wait()
