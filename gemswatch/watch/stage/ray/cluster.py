@@ -89,7 +89,8 @@ class RayCluster:
     """One session's connection to a Ray cluster.
 
     Args:
-        address: ``auto``, ``HOST:PORT``, or None to start a cluster of this machine.
+        address: ``auto``, ``HOST:PORT``, or None to start a cluster of this
+            machine (unless ``RAY_ADDRESS`` names one to join).
         cpus / gpus: the slots of a cluster started here (default: this machine's
             cores and CUDA devices; fake GPUs are fine, Ray only counts them).
 
@@ -100,7 +101,8 @@ class RayCluster:
     def __init__(self, address: str | None = None, *, cpus: int | None = None, gpus: int | None = None):
         ray = import_ray()
         self._ray = ray
-        self.address = address
+        # Ray's own variable names a cluster to join as the option does.
+        self.address = address = address or os.environ.get("RAY_ADDRESS") or None
         # A process that already joined a cluster (a test's) keeps it: not ours to shut down.
         self.joined_before = ray.is_initialized()
         self.started_here = False
