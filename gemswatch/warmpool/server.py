@@ -119,9 +119,13 @@ class PreloadError(Exception):
 class Pool:
     """The server: preload once, then fork per request."""
 
-    def __init__(self, ctl: socket.socket, preload: list[str]):
+    def __init__(self, ctl: socket.socket, preload: list[str], spare: dict | None = None):
         self.ctl = ctl
         self.preload = list(preload)
+        self.spare = dict(spare or {})  # empty: a pool that forks
+        self.sel: selectors.BaseSelector | None = None
+        self.wake_r = self.wake_w = -1
+        self.worker_spare = None  # the module that holds the candidate's pre-started worker
         self.children: dict[int, socket.socket] = {}  # stage pid -> its reply socket
         self.draining = False
         self.env_set: dict[str, str] = {}
@@ -134,8 +138,8 @@ class Pool:
     # -- preload ---------------------------------------------------------------
 
     def load(self) -> dict:
-        start_ns = time.time_ns()
-        t0 = time.monotonic()
+        start_ns = self.start_ns = time.time_ns()
+        t0 = self.t0 = time.monotonic()
         env_before = dict(os.environ)
         pool_pythonpath = set(_pythonpath_entries(env_before))
         own_nvml = NVML_CHECK not in os.environ
@@ -157,12 +161,12 @@ class Pool:
         env_after = dict(os.environ)
         self.env_set = {k: v for k, v in env_after.items() if env_before.get(k) != v and k not in PER_STAGE_KEYS}
         self.env_unset = [k for k in env_before if k not in env_after and k not in PER_STAGE_KEYS]
-        if threading.active_count() != 1:
+        if threading.active_count() != 1 and not self.spare:  # a spare never forks
             names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
             raise PreloadError("threads", f"preloading started Python threads ({names}); a fork would lose them")
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None) if torch is not None else None
-        if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+        if cuda is not None and getattr(cuda, "is_initialized", lambda: False)() and not self.spare:
             raise PreloadError("cuda", "preloading initialised CUDA; forked stages could not use the GPU")
         # The dispositions a fresh interpreter has once these modules are imported.
         for sig in signal.valid_signals():
@@ -194,6 +198,73 @@ class Pool:
             "local_files": sorted(p for p in self.files if not self._is_installed(p)),
             "env_set": sorted(self.env_set),
         }
+
+    def prepare_spare(self, info: dict, start_ns: int) -> dict:
+        """After the preload: CUDA up, the candidate's worker ready; their
+        files join the staleness check."""
+        device = None
+        if self.spare.get("cuda"):
+            torch = sys.modules.get("torch")
+            try:
+                if torch is not None and torch.cuda.is_available():
+                    torch.zeros(1, device="cuda")
+                    torch.cuda.synchronize()
+                    device = torch.cuda.get_device_name()
+            except BaseException as e:  # noqa: BLE001 - a stage here would fail the same way
+                raise PreloadError("cuda", f"initialising CUDA: {type(e).__name__}: {e}") from e
+        worker = {}
+        if self.worker_spare is not None:
+            try:
+                worker = self.worker_spare.wait_ready()
+            except BaseException as e:  # noqa: BLE001
+                raise PreloadError("worker", f"the candidate's spare worker: {type(e).__name__}: {e}") from e
+            for path, state in worker.items():
+                state = tuple(state) if state is not None else None
+                if state is not None and state[0] >= start_ns - MTIME_SLACK_NS:
+                    raise PreloadError("changed", f"{path} changed while it was being preloaded")
+                self.files.setdefault(path, state)
+        local = set(info["local_files"]) | {p for p in worker if not self._is_installed(p)}
+        return {**info, "spare": True, "cuda_device": device, "worker": bool(worker),
+                "files": len(self.files), "local_files": sorted(local),
+                "seconds": round(time.monotonic() - self.t0, 3)}
+
+    def serve_one(self) -> None:
+        """Spare mode: wait for one stage and become it."""
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.ctl, MAX_MESSAGE, 4)
+            except OSError:
+                data, fds = b"", []
+            try:
+                req = json.loads(data) if data else {}
+            except ValueError:
+                req = {}
+            if not data or req.get("op") != "spawn" or len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                if not data or req.get("op") == "drain":
+                    self._exit(0)  # the watcher is gone or needs us no more
+                continue
+            conn = socket.socket(fileno=fds[0])
+            problem = self.stale_reason()
+            wanted = req.get("env", {}).get("CUDA_VISIBLE_DEVICES") if isinstance(req.get("env"), dict) else None
+            if problem is None and wanted != os.environ.get("CUDA_VISIBLE_DEVICES"):
+                problem = ("device", f"this spare is for CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}")
+            if problem is None and not os.path.isdir(str(req.get("cwd"))):
+                problem = ("cwd", f"{req.get('cwd')} is not a folder")
+            if problem is not None:
+                os.close(fds[1])
+                try:
+                    _send(conn, event="refused", reason=problem[0], message=problem[1])
+                except OSError:
+                    pass
+                conn.close()
+                self._exit(0)  # a spare that cannot serve is of no further use
+            try:
+                _send(conn, event="started", pid=os.getpid())
+            except OSError:
+                self._exit(0)
+            self._child(req, conn, fds[1])
 
     @staticmethod
     def _is_installed(path: str) -> bool:
@@ -372,16 +443,19 @@ class Pool:
     def _child(self, req: dict, conn: socket.socket, log_fd: int) -> None:
         code = 1
         try:
-            os.setsid()
+            if os.getsid(0) != os.getpid():  # a spare was started leading its session
+                os.setsid()
             # A candidate in this stage cannot signal the pool or the watcher.
             _signal_scope.confine_signals()
             # The pool's descriptors are not the stage's.
-            self.sel.close()
+            if self.sel is not None:
+                self.sel.close()
             for s in [self.ctl, conn, *self.children.values()]:
                 s.close()
             signal.set_wakeup_fd(-1)
-            os.close(self.wake_r)
-            os.close(self.wake_w)
+            for fd in (self.wake_r, self.wake_w):
+                if fd >= 0:
+                    os.close(fd)
             for sig, handler in self.handlers.items():
                 if handler is not None:
                     try:
@@ -497,13 +571,20 @@ def _finish(code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: ``server.py CTL_FD PRELOAD_JSON``."""
+    """Entry point: ``server.py CTL_FD PRELOAD_JSON [SPARE_JSON]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     ctl = socket.socket(fileno=int(argv[0]))
     preload = json.loads(argv[1]) if len(argv) > 1 else []
-    pool = Pool(ctl, preload)
+    spare = json.loads(argv[2]) if len(argv) > 2 else None
+    pool = Pool(ctl, preload, spare)
     try:
+        if pool.spare.get("worker"):
+            # A fresh interpreter of its own: it preloads while we do.
+            pool.worker_spare = importlib.import_module(str(pool.spare["worker"]))
+            pool.worker_spare.prestart()
         info = pool.load()
+        if pool.spare:
+            info = pool.prepare_spare(info, pool.start_ns)
     except BaseException as e:  # noqa: BLE001 - any failure is reported, then the pool exits
         traceback.print_exc()
         if isinstance(e, PreloadError):
@@ -518,6 +599,8 @@ def main(argv: list[str] | None = None) -> None:
         _send(ctl, **info)
     except OSError:  # the watcher left while we were preloading
         pool._exit(0)
+    if pool.spare:
+        pool.serve_one()
     pool.serve()
 
 

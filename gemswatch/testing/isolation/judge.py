@@ -48,6 +48,7 @@ from typing import Any, Callable
 import torch
 
 from ...override.errors import OverrideError
+from ...warmpool import worker_spare
 from ..integrity import IntegrityError
 from . import transport
 
@@ -116,6 +117,12 @@ class CandidateWorker:
         theirs.close()
 
     def _start(self, mine: socket.socket, theirs: socket.socket, out: int, err: int) -> int:
+        spare = worker_spare.take()  # started with this stage's judge, when it was a spare
+        if spare is not None:
+            mine.close()
+            self.sock = spare.sock
+            self._fresh = spare.proc
+            return spare.hand_over(out, err, self.scratch, self.protected)
         if torch.cuda.is_initialized() or _native_threads():
             # A forked child cannot use its parent's CUDA context, and a thread
             # pool (OpenMP's) forked mid-flight can hang it: start afresh.

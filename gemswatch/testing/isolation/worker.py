@@ -351,3 +351,42 @@ def main(argv: list[str]) -> None:
     """Entry point of a worker started as a fresh interpreter:
     ``FD SCRATCH [PROTECTED...]``."""
     serve(socket.socket(fileno=int(argv[0])), Path(argv[1]), tuple(Path(p) for p in argv[2:]))
+
+
+def main_spare(argv: list[str]) -> None:
+    """Entry point of a worker started ahead of its stage by a spare
+    (:mod:`gemswatch.warmpool.worker_spare`): ``FD``. Preloads and creates
+    the CUDA context now, then waits for the stage and serves it."""
+    from ...warmpool import worker_spare
+    from .judge import _die_with_parent
+
+    _die_with_parent()
+    if os.getppid() == 1:  # the spare died before the line above
+        os._exit(0)
+    sock = socket.socket(fileno=int(argv[0]))
+    _preload().join()
+    if torch.cuda.is_available():
+        try:
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - the first call reports it properly
+            pass
+    files = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.isabs(path) and path not in files:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            files[path] = [st.st_mtime_ns, st.st_size, st.st_ino]
+    try:
+        sock.send(worker_spare.ready_message(files))
+    except OSError:
+        os._exit(0)
+    stage = worker_spare.receive_stage(sock)
+    if stage is None:
+        os._exit(0)
+    worker_spare.become_stage(*stage)
+    msg = stage[0]
+    serve(sock, Path(msg["scratch"]), tuple(Path(p) for p in msg["protected"]))

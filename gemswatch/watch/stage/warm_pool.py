@@ -37,6 +37,7 @@ __all__ = [
     "Pool",
     "PoolDead",
     "PoolSpec",
+    "SpareProcess",
     "SpawnRefused",
     "WarmProcess",
     "shared_env",
@@ -166,12 +167,43 @@ class WarmProcess:
             self.lost = True
 
 
-class Pool:
-    """One pool process and its control socket."""
+class SpareProcess:
+    """A spare that became a stage: the ``Popen`` surface of the spare's own
+    process (it is our child, so its exit status is the stage's)."""
 
-    def __init__(self, spec: "PoolSpec", log_path: Path | None):
+    warm = True
+    lost = False
+
+    def __init__(self, pool: "Pool"):
+        assert pool.proc is not None
+        self.pool = pool
+        self._proc = pool.proc
+        self.pid = pool.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self._proc.wait(timeout)
+
+
+class Pool:
+    """One pool process and its control socket.
+
+    ``spare``: the server's spare options (it becomes one stage itself,
+    see ``gemswatch/warmpool/server.py``); None for a pool that forks.
+    """
+
+    def __init__(self, spec: "PoolSpec", log_path: Path | None, spare: Mapping[str, object] | None = None):
         self.spec = spec
         self.log_path = log_path
+        self.spare = dict(spare) if spare is not None else None
+        self.taken = False  # a spare handed its stage
+        self.started_at = 0.0
         self.ready = threading.Event()
         self.info: dict = {}
         self.local_files: frozenset[str] = frozenset()
@@ -184,6 +216,10 @@ class Pool:
 
     def start(self) -> None:
         parent, child = _socketpair()
+        self.started_at = time.monotonic()
+        argv = [str(child.fileno()), json.dumps(list(self.spec.preload))]
+        if self.spare is not None:
+            argv.append(json.dumps(self.spare))
         log = None
         try:
             if self.log_path is not None:
@@ -191,7 +227,7 @@ class Pool:
                 log = open(self.log_path, "ab")
             with care.spawning():
                 self.proc = subprocess.Popen(
-                    [self.spec.python, "-c", _BOOT, str(SERVER), str(child.fileno()), json.dumps(list(self.spec.preload))],
+                    [self.spec.python, "-c", _BOOT, str(SERVER), *argv],
                     cwd=self.spec.cwd,
                     env=self.spec.env,
                     stdin=subprocess.DEVNULL,
@@ -249,7 +285,7 @@ class Pool:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and not self.closed
 
-    def spawn(self, argv: list[str], cwd: str, env: Mapping[str, str], log_fd: int) -> WarmProcess:
+    def spawn(self, argv: list[str], cwd: str, env: Mapping[str, str], log_fd: int) -> WarmProcess | SpareProcess:
         if self.ctl is None or not self.alive():
             raise PoolDead("the pool is not running")
         mine, theirs = _socketpair()
@@ -265,6 +301,10 @@ class Pool:
         mine.settimeout(REPLY_TIMEOUT)
         _, msg = _receive(mine, _MAX_MESSAGE)
         if msg.get("event") == "started" and isinstance(msg.get("pid"), int):
+            if self.spare is not None and msg["pid"] == self.proc.pid:
+                mine.close()  # the spare is the stage: its exit status is its own
+                self.taken = True
+                return SpareProcess(self)
             mine.settimeout(None)
             return WarmProcess(mine, msg["pid"], self)
         mine.close()
@@ -286,6 +326,8 @@ class Pool:
         """Close the control socket: the pool kills its stages and exits
         (one still preloading has no stages and is killed at once)."""
         self.closed = True
+        if self.taken:
+            return  # the stage's runner waits for it and stops it
         if self.proc is not None and (not self.ready.is_set() or self.error):
             signal_group(self.proc.pid)
         if self.ctl is not None:
