@@ -83,6 +83,7 @@ class History:
         self.runs = self.dir / "runs"
         self._lock = threading.Lock()
         self.skipped = 0  # lines the last read of records() could not use
+        self.unreadable: str | None = None  # why the last read of records() found no file it could read
 
     def run_dir(self, run_id: str) -> Path:
         d = self.runs / run_id
@@ -132,11 +133,16 @@ class History:
     def records(self) -> Iterator[dict[str, Any]]:
         """Every readable record, oldest first. A torn or garbled line, and a
         line of JSON that is not a record gemswatch writes (a candidate can
-        write to this file), is skipped and counted in :attr:`skipped`."""
+        write to this file), is skipped and counted in :attr:`skipped`; a
+        file that cannot be opened reads as empty, and :attr:`unreadable` says why."""
         self.skipped = 0
+        self.unreadable = None
         try:
             f = open(self.path, encoding="utf-8", errors="replace")
         except FileNotFoundError:
+            return
+        except OSError as e:
+            self.unreadable = f"cannot read {self.path} ({e.strerror or e})"
             return
         with f:
             for line in f:

@@ -22,12 +22,13 @@ from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate, CandidateMap
 from .notes import Note
 from .scheduler import Scheduler
-from .stage import Run, StageExecutor, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
+from .stage import Run, SpareExecutor, StageExecutor, StagePlan, StageResult, StageRunner, Stages, WarmForkExecutor
 from .stage.plan import base_env
 from .stage.run import start_run
 from .stage.tamper import ProjectGuard
+from .stage.spares import SpareStarter, spares_per_slot, spares_wanted
 from .stage.warm import WarmStarter
-from .status import ALL_SKIPPED, PASSED, STAGES, SUPERSEDED
+from .status import ALL_SKIPPED, ERROR, NOT_RUN, PASSED, STAGES, SUPERSEDED
 from .summary import latest_result
 
 __all__ = ["Session", "pipeline_stages"]
@@ -52,6 +53,9 @@ class Session:
             default: :class:`~.stage.Stages` forking from a warm pool.
         warm: False starts every stage cold (``--cold``); None follows the
             config's ``warm:``.
+        spares: False turns spare stages off (``--no-spares``); None follows
+            the config's ``spares:`` (read at start: switching between spares
+            and the warm pool takes a restart).
         executor: runs the stages instead of the warm pool (a Ray
             cluster's :class:`~.stage.ray.RayExecutor`); its stages start
             cold and every one holds its device slot alone when
@@ -72,6 +76,7 @@ class Session:
         warm: bool | None = None,
         seed: int | None = None,
         executor: StageExecutor | None = None,
+        spares: bool | None = None,
     ):
         self.seed_override = seed  # the correctness stages' --seed, kept across reloads
         self.config = config if seed is None else replace(config, seed=seed)
@@ -97,13 +102,19 @@ class Session:
         self.last_runs: dict[str, dict[str, Any]] = {}  # candidate rel -> run_finished
         self.last_stages: dict[str, dict[str, dict[str, Any]]] = {}
         self.config_error: str | None = None
+        self.history_error: str | None = None  # why results of this session are missing from history.jsonl
         self.listeners: list[Callable[[], None]] = []  # told when the candidate list changes
         self.warm_override = warm
-        self.warm: WarmStarter | None = None
+        self.warm: WarmStarter | SpareStarter | None = None
         self.guard = ProjectGuard()  # the files stages are judged by
         self.closers: list[Callable[[], None]] = []  # called once the stages are stopped (a Ray cluster's shutdown)
         if stages is None and executor is not None:
             stages = Stages(executor, self.guard)
+        if stages is None and spares is not False and warm is not False and spares_wanted(config.spares, device.kind):
+            # a stage is a spare process started ahead of need when one fits
+            self.warm = SpareStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
+            self._configure_warm()
+            stages = Stages(SpareExecutor(self.warm), self.guard)
         if stages is None:
             # a stage is forked from the warm pool when it can be
             self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
@@ -121,12 +132,14 @@ class Session:
         for rec in records:
             if rec.get("run_id") not in stopped:
                 self._track(rec)
+        if self.history.unreadable:
+            self._note(f"{self.history.unreadable}: earlier verdicts are not shown")
         if self.history.skipped:
             self._note(f"{self.history.path}: skipped {self.history.skipped} line(s) that are not gemswatch records "
                        "(torn, or written by something else); the rest of the history is kept")
         self._environment: EnvironmentTags | None = None
         bus.subscribe(self._tag)  # before the history: every line it writes carries the tags
-        bus.subscribe(self.history.sink)
+        bus.subscribe(self._keep)
         bus.subscribe(self._track)
         exclusive = frozenset(STAGES) if device.exclusive else frozenset({"benchmark"})
         self.scheduler = Scheduler(self, bus.emit, self.jobs, device.slots, exclusive_stages=exclusive)
@@ -192,6 +205,19 @@ class Session:
         if record.get("event") in ("stage_finished", "run_finished"):
             record["env"] = self.environment.tags()
 
+    def _keep(self, record: dict[str, Any]) -> None:
+        """Append a finished stage or run to the history; a failed write is
+        said once (and ``gemswatch run`` does not exit 0 for it)."""
+        try:
+            self.history.sink(record)
+        except OSError as e:
+            first = self.history_error is None
+            self.history_error = (f"cannot write {e.filename or self.history.path} ({e.strerror or e}): results are "
+                                  f"not kept in history; make {self.history.path} a file gemswatch can append to "
+                                  f"(in a writable folder)")
+            if first:
+                self.notify(self.history_error)
+
     def _track(self, record: dict[str, Any]) -> None:
         ev = record.get("event")
         cand = record.get("candidate")
@@ -213,6 +239,15 @@ class Session:
         cfg = self.config
         enabled = cfg.warm and self.warm_override is not False
         why = "--cold" if self.warm_override is False else f"warm: false in {cfg.path.name}"
+        if isinstance(self.warm, SpareStarter):
+            slots = self.device.slots
+            self.warm.configure(
+                enabled=self.warm_override is not False and spares_wanted(cfg.spares, self.device.kind),
+                python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=base_env(cfg),
+                slots=slots, per_slot=spares_per_slot(self.jobs, len(slots)), cuda=self.device.kind == "cuda",
+                why_off=f"spares: {cfg.spares} in {cfg.path.name}",
+            )
+            return
         self.warm.configure(
             enabled=enabled, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=base_env(cfg), why_off=why
         )
@@ -265,20 +300,43 @@ class Session:
             seq = self._seq
         self.deps.index(cand, data, self.config, self.map)
         run_id = new_run_id(cand.path.stem, sha)
-        run = start_run(
-            self.history.run_dir(run_id),
-            run_id=run_id,
-            candidate=cand,
-            source=data,
-            sha256=sha,
-            stages=stages,
-            config=self.config,
-            reason=reason,
-            fingerprint=fp,
-            seq=seq,
-        )
+        try:
+            run = start_run(
+                self.history.run_dir(run_id),
+                run_id=run_id,
+                candidate=cand,
+                source=data,
+                sha256=sha,
+                stages=stages,
+                config=self.config,
+                reason=reason,
+                fingerprint=fp,
+                seq=seq,
+            )
+        except OSError as e:
+            with self._lock:
+                self._last_key.pop(key, None)  # the next change of the file tries again
+            self._not_kept(cand, run_id, sha, stages, reason, e)
+            return None
         self.scheduler.submit(run)
         return run
+
+    def _not_kept(self, cand: Candidate, run_id: str, sha: str, stages: list[str], reason: str, error: OSError) -> None:
+        """A save whose run folder cannot be written: an ``error`` on its row
+        (the first stage) that names the folder and the fix."""
+        runs = self.history.runs
+        where = error.filename or runs
+        message = (f"this save was not run: cannot write {where} ({error.strerror or error}); "
+                   f"make {runs} a writable folder, the next change of the file tries again")
+        fields = {"run_id": run_id, "candidate": cand.rel, "content_sha256": sha, "operators": cand.ops,
+                  "functions": dict(cand.operators)}
+        self.bus.emit("run_queued", **fields, stages=list(stages), reason=reason, run_dir="")
+        results = [StageResult(stages[0], ERROR, message=message)]
+        results += [StageResult(s, NOT_RUN, message=f"gated: {stages[0]} {ERROR}") for s in stages[1:]]
+        for r in results:
+            self.bus.emit("stage_finished", **fields, **r.event_fields())
+        self.bus.emit("run_finished", **fields, status=ERROR, stages={r.stage: r.status for r in results},
+                      duration_s=0.0, message=message)
 
     def run_all(self, reason: str = "start", force: bool = True) -> list[Run]:
         runs = []

@@ -414,3 +414,39 @@ def test_reports_get_the_mode_logs_get():
             pass
         modes = {stat.S_IMODE(os.stat(os.path.join(d, n)).st_mode) for n in ("r.json", "s.log")}
         assert len(modes) == 1
+
+
+def test_a_save_whose_run_folder_cannot_be_written_is_an_error_on_its_row_and_retried(proj):
+    h = Harness(proj)
+    session = h.start()
+    runs = session.history.runs
+    runs.parent.mkdir(parents=True, exist_ok=True)
+    runs.write_text("not a folder\n")  # e.g. replaced by a file
+    assert session.trigger(proj / "cands" / "softmax_v2.py") is None
+    finished = [e for e in h.events if e["event"] == "stage_finished"]
+    assert [(e["stage"], e["status"]) for e in finished] == [("preflight", "error"), ("correctness", "not_run")]
+    assert str(runs) in finished[0]["message"] and "writable folder" in finished[0]["message"]
+    assert h.runs()[-1]["run_id"] == finished[0]["run_id"]  # the row takes the error (same run id)
+    assert [e["status"] for e in h.events if e["event"] == "run_finished"] == ["error"]
+    runs.unlink()
+    # The same bytes again (the next change) are tried again, and now kept.
+    run = session.trigger(proj / "cands" / "softmax_v2.py")
+    assert run is not None and run.snapshot.exists()
+    h.idle()
+    session.stop()
+
+
+def test_a_history_that_cannot_be_written_is_said_once(proj):
+    h = Harness(proj)
+    session = h.start()
+    session.history.dir.mkdir(parents=True, exist_ok=True)
+    session.history.path.mkdir()  # history.jsonl cannot be opened for appending
+    session.run_all()
+    h.idle()
+    session.stop()
+    assert session.history_error and str(session.history.path) in session.history_error
+    assert sum("results are not kept in history" in n for n in h.notes) == 1
+    # A session started on it says it cannot show the earlier verdicts (and starts).
+    again = Harness(proj)
+    again.start().stop()
+    assert any("cannot read" in n and str(session.history.path) in n for n in again.notes), again.notes

@@ -161,6 +161,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         rec = session.last_runs.get(r.candidate.rel) or {}
         statuses.append(rec.get("status", "error"))
     ok = {PASSED} | ({ALL_SKIPPED} if args.allow_skipped else set())
+    if session.history_error:
+        print_error(f"gemswatch run: {session.history_error}")
+        return 1  # the verdicts were shown, but not kept
     if all(s in ok for s in statuses):
         return 0
     if out.mode != "json" and ALL_SKIPPED in statuses and not args.allow_skipped:
