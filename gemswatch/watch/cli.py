@@ -45,6 +45,7 @@ examples:
   gemswatch new rms_norm rms_norm_v3    start a candidate from the current gems kernel
   gemswatch --config ../FlagGems/config.yaml   drive another checkout
   gemswatch --cold                      start every stage as a fresh interpreter (no warm pool)
+  gemswatch --no-spares                 no spare stage processes on a GPU (the warm pool's forks instead)
   gemswatch run --executor ray          every stage a task on a Ray cluster (docs/scale-out.md)
 
 dashboard keys: r rerun all, f rerun failed, b benchmark now, up/down select, q quit
@@ -73,6 +74,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--cold",
         action="store_true",
         help="start every stage as a fresh interpreter (no warm pool; default: config's `warm:`)",
+    )
+    g.add_argument(
+        "--no-spares",
+        action="store_true",
+        help="no spare stage processes started ahead of need (default: config's `spares:`, on for a GPU)",
     )
     g.add_argument(
         "--executor",

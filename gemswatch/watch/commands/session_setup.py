@@ -153,6 +153,7 @@ def open_session(args: argparse.Namespace, cfg: Config, watch_override: Path | N
         benchmark=args.benchmark,
         watch_override=watch_override,
         warm=False if getattr(args, "cold", False) else None,
+        spares=False if getattr(args, "no_spares", False) else None,
         seed=getattr(args, "seed", None),
         executor=backend.executor,
     )

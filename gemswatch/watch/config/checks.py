@@ -232,6 +232,20 @@ def _check_warm(ck: _Checker, data: dict) -> bool:
     return warm_v
 
 
+SPARES = ("on", "off", "auto")
+
+
+def _check_spares(ck: _Checker, data: dict) -> str:
+    """``spares:`` on, off or auto (YAML reads a bare on/off as a boolean)."""
+    value = data.get("spares", "auto")
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value not in SPARES:
+        ck.issue(("spares",), f"expected on, off or auto, got {value!r}", "write `spares: auto` (on for a GPU), `spares: on` or `spares: off`")
+        return "auto"
+    return str(value)
+
+
 def default_preload(module: str) -> tuple[str, ...]:
     """The preload list when config.yaml names none: the operator library
     first (on a CPU machine gemswatch.gems selects Triton's interpreter before

@@ -25,6 +25,7 @@ from .checks import (
     _check_ray_address,
     _check_timeouts,
     _check_unknown_keys,
+    _check_spares,
     _check_warm,
     _check_watch,
     _Checker,
@@ -72,6 +73,7 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
     grace = _check_grace(ck, data)
     env = _check_env(ck, data)
     warm = _check_warm(ck, data)
+    spares = _check_spares(ck, data)
     executor = _check_executor(ck, data)
     ray_address = _check_ray_address(ck, data)
     preload = _check_preload(ck, data, module)
@@ -98,6 +100,7 @@ def load_config(path: str | os.PathLike, watch_override: str | os.PathLike | Non
         operators=operators,
         preload=preload,
         warm=warm,
+        spares=spares,
         executor=executor,
         ray_address=ray_address,
         warnings=tuple(ck.warnings),

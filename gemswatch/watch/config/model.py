@@ -38,6 +38,7 @@ _TOP_KEYS = {
     "operators": "operator -> {tests, benchmark, marker}",
     "preload": "modules the warm pool imports once for every stage",
     "warm": "fork stages from a warm pool (true) or start each cold (false)",
+    "spares": "stages from spare processes started ahead of need: auto (on a GPU), on or off",
     "executor": "where stages run: local (this machine) or ray (a Ray cluster, docs/scale-out.md)",
     "ray_address": "the Ray cluster to join (auto or HOST:PORT; default: start one on this machine)",
 }
@@ -111,6 +112,7 @@ class Config:
     operators: dict[str, OperatorSpec]
     preload: tuple[str, ...] = ()
     warm: bool = True
+    spares: str = "auto"  # on, off or auto (on where stages run on a GPU)
     executor: str = "local"
     ray_address: str | None = None
     seed: int | None = None  # the correctness stages' --seed (command line only: `gemswatch --seed N`)

@@ -12,7 +12,7 @@ It runs in the watcher process, so it imports the standard library and
 ``gemswatch.gems`` or a candidate (those load in the stage process).
 """
 
-from .executor import ProcessExecutor, StageExecutor, WarmForkExecutor
+from .executor import ProcessExecutor, SpareExecutor, StageExecutor, WarmForkExecutor
 from .plan import StagePlan, plan_stage
 from .result import Cases, Outcome, StageResult
 from .run import Run, StageRunner, Stages, execute_stage
@@ -21,6 +21,7 @@ __all__ = [
     "Cases",
     "Outcome",
     "ProcessExecutor",
+    "SpareExecutor",
     "Run",
     "StageExecutor",
     "StagePlan",

@@ -10,6 +10,13 @@ same way for every executor (:mod:`.verdict`).
 - :class:`ProcessExecutor`: a fresh ``python -m pytest`` process.
 - :class:`WarmForkExecutor`: forked from the warm pool when it can be, else
   as :class:`ProcessExecutor` does.
+- :class:`SpareExecutor`: a spare process started ahead of need (preloaded,
+  its CUDA context up) becomes the stage when one fits, else as
+  :class:`ProcessExecutor` does.
+
+The last two differ only in their starter (:class:`~.warm.WarmStarter`,
+:class:`~.spares.SpareStarter`), which have one surface: the runner asks it
+for a process and falls back to a cold one, the same code for both.
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from typing import Protocol
 
 from .plan import StagePlan
 from .result import Outcome
+from .spares import SpareStarter
 from .supervise import run_process
 from .warm import WarmStarter
 
-__all__ = ["StageExecutor", "ProcessExecutor", "WarmForkExecutor"]
+__all__ = ["StageExecutor", "ProcessExecutor", "SpareExecutor", "WarmForkExecutor"]
 
 
 class StageExecutor(Protocol):
@@ -37,7 +45,7 @@ class StageExecutor(Protocol):
         ...
 
 
-def _run(plan: StagePlan, cancel: threading.Event, starter: WarmStarter | None) -> Outcome:
+def _run(plan: StagePlan, cancel: threading.Event, starter: WarmStarter | SpareStarter | None) -> Outcome:
     assert plan.command is not None, "a plan without a command has nothing to execute"
     return run_process(
         list(plan.command),
@@ -64,7 +72,7 @@ class WarmForkExecutor:
     """Each stage is forked from the warm pool of ``starter`` when it can
     be, and started as a fresh process when it cannot."""
 
-    def __init__(self, starter: WarmStarter):
+    def __init__(self, starter: WarmStarter | SpareStarter):
         self.starter = starter
 
     @property
@@ -73,3 +81,12 @@ class WarmForkExecutor:
 
     def execute(self, plan: StagePlan, cancel: threading.Event) -> Outcome:
         return _run(plan, cancel, self.starter)
+
+
+class SpareExecutor(WarmForkExecutor):
+    """Each stage is a spare process of ``starter`` when one fits, and
+    started as a fresh process when none does (the warm executor's
+    code with the other starter: the runner treats both alike)."""
+
+    def __init__(self, starter: SpareStarter):
+        super().__init__(starter)

@@ -36,11 +36,18 @@ from typing import Callable, Iterable, Mapping, Sequence
 from ...warmpool import worker_spare
 from .warm_pool import Pool, PoolDead, PoolSpec, SpareProcess, SpawnRefused, shared_env
 
-__all__ = ["SpareStarter", "spares_per_slot"]
+__all__ = ["SpareStarter", "spares_per_slot", "spares_wanted"]
 
 MAX_FAILURES = 3  # spares in a row that failed to start before spares are turned off
 _GIVE_UP = ("import", "cuda", "spawn", "worker")  # failures another spare would repeat
 _DEVICE = "CUDA_VISIBLE_DEVICES"
+
+
+def spares_wanted(setting: str, device_kind: str) -> bool:
+    """config.yaml's ``spares:`` (on, off, auto) for stages on ``device_kind``:
+    auto is on for a GPU, where a fork cannot carry CUDA, and off for the
+    CPU, where the warm pool's forks start faster and share memory."""
+    return setting == "on" or (setting == "auto" and device_kind == "cuda")
 
 
 def spares_per_slot(jobs: int, slots: int) -> int:

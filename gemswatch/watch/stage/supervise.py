@@ -36,6 +36,7 @@ from ...warmpool import signal_scope
 from .result import Outcome
 
 if TYPE_CHECKING:
+    from .spares import SpareStarter
     from .warm import WarmStarter
 
 __all__ = ["run_process", "stop_group", "kill_all", "live_groups"]
@@ -119,13 +120,13 @@ def run_process(
     cancel_reason: Callable[[], str] | None = None,
     on_start: Callable[[int], None] | None = None,
     poll_interval: float = 0.05,
-    warm: "WarmStarter | None" = None,
+    warm: "WarmStarter | SpareStarter | None" = None,
 ) -> Outcome:
     """Run ``cmd`` to completion, a timeout, or a cancellation.
 
     stdout and stderr both go to ``log_path`` (never to the terminal); stdin
     is empty. With ``warm``, a ``python -m pytest`` command is forked from the
-    warm pool when it can be (``Outcome.warm``), else started cold; a warm
+    warm pool (or run by a spare process) when it can be (``Outcome.warm``), else started cold; a warm
     stage whose pool dies under it is run again cold. Returns an Outcome;
     never raises for a failing child.
     """
