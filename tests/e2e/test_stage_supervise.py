@@ -119,3 +119,20 @@ def test_a_stage_sees_exactly_its_gpu(tmp_path):
     # On the CPU (no device slot) the watcher's own setting passes through.
     assert stage_env(config, cand, "r1", None).get("CUDA_VISIBLE_DEVICES") == os.environ.get(
         "CUDA_VISIBLE_DEVICES")
+
+
+def test_a_stage_log_keeps_pytest_summary_lines_whole(tmp_path, monkeypatch):
+    from gemswatch.watch.config import load_config
+    from gemswatch.watch.stage.plan import base_env
+
+    monkeypatch.setenv("COLUMNS", "80")  # the watcher's terminal does not set the log's width
+    (tmp_path / "config.yaml").write_text("watch: candidates\ncandidates: {}\noperators: {}\n")
+    (tmp_path / "candidates").mkdir()
+    reason = "the worst case differs at index [4, 781] by 3.0e-02, tolerance 1.6e-02 (bfloat16, 12 of 20 elements)"
+    (tmp_path / "test_long.py").write_text(f"def test_long_message():\n    assert False, {reason!r}\n")
+    log = tmp_path / "s.log"
+    out = run_process([PY, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "test_long.py"], cwd=tmp_path,
+                      env=base_env(load_config(tmp_path / "config.yaml")), log_path=log, timeout=30, cancel=threading.Event())
+    assert out.returncode == 1
+    summary = [ln for ln in log.read_text().splitlines() if ln.startswith("FAILED ")]
+    assert len(summary) == 1 and reason in summary[0], summary

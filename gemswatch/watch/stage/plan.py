@@ -21,6 +21,7 @@ from ..mapping import Candidate, CandidateMap, local_imports, selection_for
 
 # The override layer's variable (gemswatch.override.loading); the watcher does not import it.
 IMPORT_PATH_ENV = "GEMSWATCH_IMPORT_PATH"
+STAGE_COLUMNS = "240"  # the width pytest writes a stage's log at (config.yaml's env: may set COLUMNS)
 
 if TYPE_CHECKING:
     from .run import Run
@@ -90,6 +91,10 @@ def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Pa
 def base_env(config: Config) -> dict[str, str]:
     """The environment every stage of ``config`` shares: ours and the config's ``env``."""
     env = dict(os.environ)
+    # pytest fits its short summary lines to COLUMNS (80 without a
+    # terminal); the logs are read on wide screens and in $PAGER. The
+    # verdict reads reports and line starts, never a width.
+    env["COLUMNS"] = STAGE_COLUMNS
     env.update(config.env)
     env["PYTHONUNBUFFERED"] = "1"
     # No colour codes in the log files.
