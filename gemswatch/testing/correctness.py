@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,10 +57,11 @@ from .case_ids import readable_case
 from .integrity import IntegrityError
 from .session_overrides import SessionOverrides, add_report_options, write_json_atomic
 
-__all__ = ["CorrectnessPlugin", "SCHEMA"]
+__all__ = ["CorrectnessPlugin", "FAILED_FIRST_OPTION", "SCHEMA"]
 
 SCHEMA = "gemswatch.correctness/v1"
 DEFAULT_OUTPUT = "accuracy_result.json"
+FAILED_FIRST_OPTION = "--gemswatch-failed-first"
 
 # Marks that say how a test runs, not which operator it tests.
 _CONTROL_MARKS = {
@@ -174,6 +176,10 @@ class CorrectnessPlugin:
     # -- per test -------------------------------------------------------------
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        first = _failed_first(self.config)
+        if first:
+            # The cases that failed last time run first, the rest of the selection after them.
+            items[:] = sorted(items, key=lambda item: item.nodeid not in first)
         # A `gems_impl` test pins the library kernel's own behaviour (error
         # wording, dtypes beyond torch's contract, output layout); a candidate
         # for that operator is judged on the contract only.
@@ -400,10 +406,27 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     SessionOverrides.add_options(parser)
     add_report_options(parser)
-    parser.getgroup("gemswatch cases", "random accuracy cases").addoption(
+    group = parser.getgroup("gemswatch cases", "random accuracy cases")
+    group.addoption(
         "--seed", default=None, metavar="N",
         help="seed of the randomly drawn cases (default: a fresh one per session; the report names it)",
     )
+    group.addoption(
+        FAILED_FIRST_OPTION, default=None, metavar="FILE",
+        help="run the test node ids listed in FILE (one a line: the cases that failed last time) before the rest",
+    )
+
+
+def _failed_first(config: pytest.Config) -> frozenset[str]:
+    """The node ids of the failed-first file, if one was given."""
+    path = config.getoption(FAILED_FIRST_OPTION.lstrip("-").replace("-", "_"), None)
+    if not path:
+        return frozenset()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise pytest.UsageError(f"{FAILED_FIRST_OPTION} {path}: {e.strerror or e}; give a file of test node ids") from e
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
 @pytest.hookimpl(trylast=True)

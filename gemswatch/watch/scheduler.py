@@ -295,7 +295,7 @@ class Scheduler:
             return
         if gates(result.status):
             for later in run.stages[nxt:]:
-                r = StageResult(later, NOT_RUN, message=f"gated: {stage} {result.status}")
+                r = StageResult(later, NOT_RUN, message=f"{later} not run: {stage} {result.status}")
                 run.results[later] = r
                 self.emit("stage_finished", **run_fields(run), **r.event_fields())
             self._finish_run(run)

@@ -17,6 +17,7 @@ from .dependencies import DependencyIndex
 from .devices import DeviceInfo
 from .environment import EnvironmentTags
 from .events import EventBus
+from .failed_cases import failed_nodeids
 from .filters import Change
 from .history import STATE_DIR, History, new_run_id
 from .mapping import Candidate, CandidateMap
@@ -277,9 +278,11 @@ class Session:
         *,
         force: bool = False,
         stages: list[str] | None = None,
+        failed_first: tuple[str, ...] = (),
     ) -> Run | None:
         """Snapshot ``path`` and queue its pipeline, unless its bytes and
-        pipeline are unchanged since its last run (``force`` re-runs anyway)."""
+        pipeline are unchanged since its last run (``force`` re-runs anyway).
+        ``failed_first``: test node ids its correctness stage runs first."""
         cand = self.map.lookup(Path(path))
         if cand is None:
             return None
@@ -312,6 +315,7 @@ class Session:
                 reason=reason,
                 fingerprint=fp,
                 seq=seq,
+                failed_first=failed_first,
             )
         except OSError as e:
             with self._lock:
@@ -332,7 +336,7 @@ class Session:
                   "functions": dict(cand.operators)}
         self.bus.emit("run_queued", **fields, stages=list(stages), reason=reason, run_dir="")
         results = [StageResult(stages[0], ERROR, message=message)]
-        results += [StageResult(s, NOT_RUN, message=f"gated: {stages[0]} {ERROR}") for s in stages[1:]]
+        results += [StageResult(s, NOT_RUN, message=f"{s} not run: {stages[0]} {ERROR}") for s in stages[1:]]
         for r in results:
             self.bus.emit("stage_finished", **fields, **r.event_fields())
         self.bus.emit("run_finished", **fields, status=ERROR, stages={r.stage: r.status for r in results},
@@ -347,12 +351,16 @@ class Session:
         return runs
 
     def rerun_failed(self) -> list[Run]:
+        """Run every file whose last run did not pass again; the cases its
+        last correctness stage failed run first, then the rest."""
         runs = []
         with self._lock:
             failing = {c for c, rec in self.last_runs.items() if rec.get("status") not in (PASSED, ALL_SKIPPED)}
+            reports = {c: (stages.get("correctness") or {}).get("report") for c, stages in self.last_stages.items()}
         for c in self.candidates():
             if c.rel in failing:
-                r = self.trigger(c.path, "rerun failed", force=True)
+                first = failed_nodeids(reports.get(c.rel))
+                r = self.trigger(c.path, "rerun failed", force=True, failed_first=first)
                 if r is not None:
                     runs.append(r)
         return runs

@@ -791,3 +791,21 @@ def test_the_report_sums_coverage_per_operator(suite):
     assert set(cov["layout"]) <= {"contiguous", "transposed"} and "contiguous" in cov["layout"]
     assert cov["dtypes_by_size_class"] == {"small": ["bfloat16"], "tiny": ["float32"]}
     assert all(r["covered"] for r in data["records"])
+
+
+
+def test_the_cases_that_failed_last_time_run_first_then_the_rest(suite):
+    from gemswatch.testing.correctness import FAILED_FIRST_OPTION as plugin_option
+    from gemswatch.watch.failed_cases import FAILED_FIRST_OPTION, failed_nodeids
+
+    assert plugin_option == FAILED_FIRST_OPTION  # the watcher's copy of the plugin's option name
+    suite.makepyfile(test_cases=PER_CASE)
+    (suite.path / "failed.txt").write_text("test_cases.py::test_setup_error\ntest_cases.py::test_n[3]\n")
+    result = run(suite, "--override", "softmax:cands/variant_a.py:my_softmax", "--record", "json",
+                 "--output", "again.json", FAILED_FIRST_OPTION, "failed.txt")
+    assert result.ret == 1
+    order = [r["nodeid"].split("::", 1)[1] for r in report(suite, "again.json")["records"]]
+    assert order[:2] == ["test_n[3]", "test_setup_error"]  # the listed ones first, in the suite's order
+    assert order[2:] == ["test_twice", "test_none", "test_n[1]", "test_skipped", "test_fails", "test_marked"]
+    # What `f` hands the next correctness stage: this report's failed cases, in the order they ran.
+    assert [i.split("::", 1)[1] for i in failed_nodeids(suite.path / "again.json")] == ["test_setup_error", "test_fails"]

@@ -261,3 +261,17 @@ def test_the_per_case_rows_are_the_candidates_cases_worst_first():
         {"case_id": "c", "speedup": 9.0, "candidate_source": None},  # not the candidate's
     ])
     assert [r["case"] for r in rows] == ["a", "b"] and rows[0]["label"] == "float16 x=[8, 8] dim=-1"
+
+
+def test_a_benchmark_that_did_not_run_says_why_on_its_cell():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["preflight", "correctness", "benchmark"]))
+    st.apply(finished("preflight", "passed"))
+    st.apply(finished("correctness", "failed", cases={"passed": 9, "failed": 3, "skipped": 0, "total": 12}))
+    st.apply(finished("benchmark", "not_run", duration_s=0.0, cases={}, candidate_calls={},
+                      message="benchmark not run: correctness failed"))
+    for width in (160, 80):
+        lines = screen(render(st), width=width).splitlines()
+        row = next(i for i, line in enumerate(lines) if "not_run" in line)
+        col = lines[row].index("not_run")
+        assert lines[row + 1][col:].startswith("correctness"), lines[row:row + 3]  # under it, in its column

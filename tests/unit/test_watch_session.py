@@ -450,3 +450,43 @@ def test_a_history_that_cannot_be_written_is_said_once(proj):
     again = Harness(proj)
     again.start().stop()
     assert any("cannot read" in n and str(session.history.path) in n for n in again.notes), again.notes
+
+
+def test_f_runs_the_cases_correctness_failed_first_then_the_rest(proj):
+    report = proj / "last_correctness.json"
+    failed = ["tests/test_softmax.py::test_rows[float16-781]", "tests/test_softmax.py::test_dims[2]"]
+    report.write_text(json.dumps({"schema_version": "gemswatch.correctness/v1", "records": [
+        {"nodeid": failed[0], "result": "failed"}, {"nodeid": "tests/test_softmax.py::test_ok", "result": "passed"},
+        {"nodeid": failed[1], "result": "error"}]}))
+
+    def stages(run, stage, device):
+        return StageResult(stage, "failed" if stage == "correctness" else PASSED, report=str(report))
+
+    h = Harness(proj)
+    h.execute = stages
+    session = h.start()
+    session.run_all()
+    h.idle()
+    statuses = [(e["stage"], e["status"], e["message"]) for e in h.events if e["event"] == "stage_finished"]
+    assert statuses[-1] == ("correctness", "failed", "")
+    (run,) = session.rerun_failed()
+    assert run.failed_first.read_text().splitlines() == failed
+    from gemswatch.watch.stage.plan import plan_stage
+
+    correctness = plan_stage(run, "correctness", None).command
+    i = correctness.index("--gemswatch-failed-first")
+    assert correctness[i + 1] == str(run.failed_first)
+    assert "--gemswatch-failed-first" not in (plan_stage(run, "preflight", None).command or ())
+    h.idle()
+    session.stop()
+
+
+def test_a_stage_gated_by_a_failure_says_which(proj):
+    h = Harness(proj)
+    h.execute = lambda run, stage, device: StageResult(stage, "failed" if stage == "preflight" else PASSED)
+    session = h.start()
+    session.run_all()
+    h.idle()
+    session.stop()
+    last = [e for e in h.events if e["event"] == "stage_finished"][-1]
+    assert (last["stage"], last["status"], last["message"]) == ("correctness", "not_run", "correctness not run: preflight failed")

@@ -28,6 +28,9 @@ STATUS_STYLE = {
 }
 
 
+_NOT_RUN_BECAUSE = " not run: "  # "benchmark not run: correctness failed" (the scheduler's words)
+
+
 def status_text(status: str) -> Text:
     return Text(status or "-", style=STATUS_STYLE.get(status, ""))
 
@@ -80,6 +83,8 @@ def _cell(cell: Cell | None, now: float, width: int) -> Text:
         bits.append(f"{cell.duration:.1f}s")
     if cell.seed is not None:
         bits.append(f"seed {cell.seed}")
+    if cell.status == "not_run" and _NOT_RUN_BECAUSE in cell.message:
+        bits.append(cell.message.split(_NOT_RUN_BECAUSE, 1)[1])  # why: the stage that gated it
     if bits:
         t.append("\n" + "\n".join(pack(bits, width)), style="dim")
     return t

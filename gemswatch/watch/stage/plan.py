@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from ..config import Config
+from ..failed_cases import FAILED_FIRST_OPTION
 from ..mapping import Candidate, CandidateMap, local_imports, selection_for
 
 # The override layer's variable (gemswatch.override.loading); the watcher does not import it.
@@ -69,9 +70,11 @@ def selection_kind(stage: str) -> str:
     return "tests" if stage == "correctness" else "benchmark"
 
 
-def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Path, output: Path) -> list[str] | None:
+def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Path, output: Path,
+                  failed_first: Path | None = None) -> list[str] | None:
     """The exact argv of ``stage`` for ``candidate``, or None when the
-    operators have no selection for it (a stage with nothing to run)."""
+    operators have no selection for it (a stage with nothing to run).
+    ``failed_first``: a file of node ids the correctness stage runs first."""
     sel = selection_for(config, candidate.ops, selection_kind(stage))
     if not sel:
         return None
@@ -82,6 +85,8 @@ def stage_command(config: Config, candidate: Candidate, stage: str, snapshot: Pa
         cmd += ["--preflight-only"]
     if stage == "correctness" and config.seed is not None:
         cmd += ["--seed", str(config.seed)]  # replays the cases a report's seed drew
+    if stage == "correctness" and failed_first is not None:
+        cmd += [FAILED_FIRST_OPTION, str(failed_first)]
     for op, func in candidate.operators:
         cmd += ["--override", f"{op}:{snapshot}:{func}"]
     cmd += ["--record", "json", "--output", str(output)]
@@ -143,7 +148,7 @@ def plan_stage(run: "Run", stage: str, device: str | None, *, warm: bool = False
     """The plan of ``stage`` of ``run`` on ``device``."""
     config = run.config
     report = run.run_dir / f"{stage}.json"
-    cmd = stage_command(config, run.candidate, stage, run.snapshot, report)
+    cmd = stage_command(config, run.candidate, stage, run.snapshot, report, run.failed_first)
     why_not = "" if cmd is not None else (
         f"no {selection_kind(stage)} selection for {', '.join(run.candidate.ops)} in {config.path.name}"
     )

@@ -56,6 +56,7 @@ class Run:
     state: str = "queued"  # queued | running | done
     started: float | None = None
     snapshot_bytes: bytes | None = field(default=None, repr=False)  # kept by the first stage
+    failed_first: Path | None = None  # node ids the correctness stage runs first (one a line), for `f`
 
 
 def start_run(
@@ -70,10 +71,13 @@ def start_run(
     reason: str,
     fingerprint: str,
     seq: int,
+    failed_first: tuple[str, ...] = (),
 ) -> Run:
     """A new run of ``candidate``'s bytes ``source``: the bytes are copied to
     ``run_dir/snapshot/`` (every stage tests that copy) and the run is
-    described in ``run_dir/run.json``."""
+    described in ``run_dir/run.json``. ``failed_first``: test node ids the
+    correctness stage runs before the rest of its selection (``f``), kept
+    in ``run_dir/failed_first.txt``."""
     snapshot = run_dir / "snapshot" / _SAFE_NAME.sub("_", candidate.path.name)
     snapshot.parent.mkdir()
     snapshot.write_bytes(source)
@@ -88,6 +92,11 @@ def start_run(
         "reason": reason,
         "config": str(config.path),
     }
+    first_file = None
+    if failed_first:
+        first_file = run_dir / "failed_first.txt"
+        first_file.write_text("".join(f"{nodeid}\n" for nodeid in failed_first), encoding="utf-8")
+        described["failed_first"] = len(failed_first)
     (run_dir / "run.json").write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
     return Run(
         run_id=run_id,
@@ -100,6 +109,7 @@ def start_run(
         reason=reason,
         fingerprint=fingerprint,
         seq=seq,
+        failed_first=first_file,
     )
 
 
