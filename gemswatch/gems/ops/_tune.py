@@ -9,21 +9,26 @@ L2 flushed, events around each call alone), on short budgets: a ranking, not
 a report figure.
 
 ``bench`` plugs into ``triton.autotune(do_bench=...)``; ``fastest`` picks
-among arbitrary calls (a split-K product launches two kernels).
+among arbitrary calls (a split-K product launches two kernels). A
+:class:`Tuner` remembers each choice on disk (:mod:`._tune_cache`), so the
+next process reads it instead of timing the candidates again.
 
-Imports torch and :mod:`._timing`; never the benchmark harness, the
-watcher or the test framework.
+Imports torch, triton's version and :mod:`._timing`; never the benchmark
+harness, the watcher or the test framework.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
 
 import torch
 
 from ._timing import CudaEventTimer
+from ._tune_cache import TuneCache, default_folder, encode
 
-__all__ = ["bench", "fastest"]
+__all__ = ["Benchmarker", "Tuner", "bench", "cuda_median_ms", "fastest", "tuner"]
 
 _WARMUP_MS = 1.0
 _ITER_MS = 5.0
@@ -49,20 +54,37 @@ def bench(call: Callable[[], object], quantiles: Sequence[float] = (0.5,)) -> li
     return [_timer()(call)] * len(quantiles)
 
 
+class Benchmarker(Protocol):
+    """Times one candidate: its median in ms (lower wins)."""
+
+    def __call__(self, call: Callable[[], object]) -> float: ...
+
+
+def cuda_median_ms(call: Callable[[], object]) -> float:
+    """The CUDA event timer's median of ``call`` (compiled first, untimed)."""
+    return bench(call)[0]
+
+
 def _unrunnable(e: Exception) -> bool:
     return type(e).__name__ in _UNRUNNABLE or "out of resource" in str(e).lower()
 
 
-def fastest(candidates: Mapping[Hashable, Callable[[], object]], restore: torch.Tensor | None = None) -> Hashable:
+def fastest(
+    candidates: Mapping[Hashable, Callable[[], object]],
+    restore: torch.Tensor | None = None,
+    timer: Benchmarker | None = None,
+) -> Hashable:
     """The key of the quickest call in ``candidates`` (by median). A
     candidate the device cannot run (shared memory, registers) is skipped.
     ``restore``: a tensor the calls overwrite in place and also read (an
-    in-place op's input); it is put back after each candidate."""
+    in-place op's input); it is put back after each candidate. ``timer``:
+    what times a candidate (default: the CUDA event timer)."""
+    timer = timer or cuda_median_ms
     saved = restore.clone() if restore is not None else None
     times: dict[Hashable, float] = {}
     for key, call in candidates.items():
         try:
-            times[key] = bench(call)[0]
+            times[key] = timer(call)
         except Exception as e:
             if not _unrunnable(e):
                 raise
@@ -72,3 +94,66 @@ def fastest(candidates: Mapping[Hashable, Callable[[], object]], restore: torch.
     if not times:
         raise RuntimeError("no launch candidate could run")
     return min(times, key=times.get)
+
+
+class Tuner:
+    """Chooses among launch candidates once per problem, remembering the
+    choice on disk per (device name, triton version, kernel).
+
+    Args:
+        folder: the cache folder; None: ``$GEMSWATCH_TUNE_CACHE`` or
+            ``~/.cache/gemswatch/tune``, read when first needed.
+        timer: times one candidate (default: the CUDA event timer).
+        triton_version: default: the installed triton's.
+    """
+
+    def __init__(
+        self, folder: Path | None = None, timer: Benchmarker | None = None, triton_version: str | None = None
+    ) -> None:
+        self.folder = folder
+        self.timer = timer
+        self.triton_version = triton_version
+        self._caches: dict[str, TuneCache] = {}
+
+    def cache(self, device: str) -> TuneCache:
+        if device not in self._caches:
+            if self.triton_version is None:
+                import triton
+
+                self.triton_version = triton.__version__
+            self._caches[device] = TuneCache(self.folder or default_folder(), device, self.triton_version)
+        return self._caches[device]
+
+    def choose(
+        self,
+        kernel: str,
+        device: str,
+        key: Hashable,
+        options: Sequence[Hashable],
+        make_call: Callable[[Hashable], Callable[[], object]],
+        restore: torch.Tensor | None = None,
+    ) -> Hashable:
+        """The fastest of ``options`` for problem ``key`` of ``kernel`` on
+        the device named ``device``: the stored choice when it is still one
+        of ``options``, else timed now (``make_call(option)`` runs one) and
+        stored. Keys and options must be JSON values (tuples, ints, str,
+        bools, None); the caller memoises the result in memory."""
+        cache = self.cache(device)
+        encoded_key = encode(key)
+        entries = cache.entries(kernel)
+        if encoded_key in entries:
+            stored = encode(entries[encoded_key])
+            for option in options:
+                if encode(option) == stored:
+                    return option
+        choice = fastest({o: make_call(o) for o in options}, restore=restore, timer=self.timer)
+        cache.put(kernel, encoded_key, choice)
+        return choice
+
+
+_tuner = Tuner()
+
+
+def tuner() -> Tuner:
+    """The process's tuner (tests swap it for one with a fake timer)."""
+    return _tuner

@@ -15,7 +15,8 @@ On a GPU, fp32 tiles are multiplied as three TF32 products (``FP32_PRECISION``).
 Problems under ``AUTOTUNE_MIN_FLOPS`` use one heuristic tile instead of the
 autotuner: tuning costs far more than a small product. Larger ones are tuned
 once per shape with ``_tune`` timing, and those with few output tiles also
-choose between splitting K and not (``_split_plan``).
+choose between splitting K and not (``_split_plan``); both choices are kept
+on disk (``_tune.Tuner``), so a later process launches at once.
 
 The module is longer than most because the house rule is one kernel family
 per module: both kernels, their tile and split-K heuristics and the tuning
@@ -33,8 +34,8 @@ import triton
 import triton.language as tl
 
 from .._device import interpreted
+from . import _tune
 from ._launch import cdiv, device_index, multiprocessors, next_pow2
-from ._tune import bench, fastest
 
 __all__ = ["mm", "addmm", "addmm_"]
 
@@ -57,19 +58,11 @@ KMAJOR_COPY_MIN = 512
 TMA_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-# Tuning list for Hopper-class GPUs (keyed on the problem size, dtype and
-# layout). Large square problems want 128x256 or 256x128 tiles with 8 warps
-# and a 3-4 stage pipeline; the smaller tiles keep skinny or mid-size
-# problems from leaving multiprocessors idle.
-def _config(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8, pre_hook=None) -> triton.Config:
-    return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
-        num_stages=stages,
-        num_warps=warps,
-        pre_hook=pre_hook,
-    )
-
-
+# Tuning list for Hopper-class GPUs, as (BLOCK_M, BLOCK_N, BLOCK_K, stages,
+# warps); the tuner keys on the problem size, dtype and layout. Large square
+# problems want 128x256 or 256x128 tiles with 8 warps and a 3-4 stage
+# pipeline; the smaller tiles keep skinny or mid-size problems from leaving
+# multiprocessors idle.
 _TILES = [
     (128, 256, 64, 3, 8),
     (256, 128, 64, 3, 8),
@@ -85,7 +78,13 @@ _TILES = [
     (128, 128, 32, 3, 8),
     (64, 128, 64, 3, 4),
 ]
-MM_CONFIGS = [_config(*tile) for tile in _TILES]
+
+
+@functools.cache
+def _tile_meta(tile: tuple[int, int, int, int, int]) -> dict:
+    """The launch keywords of a tile (shared: callers only unpack it)."""
+    bm, bn, bk, stages, warps = tile
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages, "num_warps": warps}
 
 
 @triton.jit
@@ -235,9 +234,6 @@ def _set_tma_blocks(nargs: dict) -> None:
     nargs["c_desc"].block_shape = [bm, bn]
 
 
-TMA_CONFIGS = [_config(*tile, pre_hook=_set_tma_blocks) for tile in _TILES]
-
-
 @triton.jit
 def _addmm_tma_kernel(
     a_desc,
@@ -289,33 +285,20 @@ def _addmm_tma_kernel(
     c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
-def _even_k(args: dict) -> bool:
-    return args["K"] % args["BLOCK_K"] == 0
+# Tile choices of the tuned kernels, in memory: problem key -> tile. The
+# tuner keeps them on disk too (see ``_tune.Tuner``).
+_tiles: dict[tuple, tuple] = {}
 
 
-_kernel = triton.heuristics({"EVEN_K": _even_k})(_addmm_kernel)
+@functools.cache
+def _device_name(index: int) -> str:
+    return torch.cuda.get_device_name(index)
 
 
-def _autotuned(kernel, configs: list, key: list[str]) -> dict[bool, triton.runtime.Autotuner]:
-    """Autotuned variants of ``kernel``: [False] plain, [True] for addmm_,
-    where the output is the input and so also the bias: its trial runs
-    would compound into it, so that variant restores it after each. Configs
-    are timed by ``_tune.bench`` (kernel time, not launch overhead)."""
-    return {
-        restore: triton.autotune(
-            configs=configs, key=key, restore_value=["bias_ptr"] if restore else None, do_bench=bench
-        )(kernel)
-        for restore in (False, True)
-    }
+def _device_of(t: torch.Tensor) -> str:
+    """The name the tuning cache files ``t``'s device under."""
+    return _device_name(device_index(t.device)) if t.is_cuda else "cpu-interpreter"
 
-
-# The autotuners key on the layout flags and DOT_PRECISION too, so fp32 and
-# 16-bit inputs, row- and column-major operands tune apart. (The tuned pointer
-# kernel sits outside the heuristic so EVEN_K sees the tuned BLOCK_K.)
-_kernel_tuned = _autotuned(_kernel, MM_CONFIGS, ["M", "N", "K", "DOT_PRECISION"])
-_tma_kernel_tuned = _autotuned(
-    _addmm_tma_kernel, TMA_CONFIGS, ["M", "N", "K", "DOT_PRECISION", "A_COL_MAJOR", "B_COL_MAJOR"]
-)
 
 # Split-K: a product with fewer output tiles than the GPU has multiprocessors
 # (skinny, or short like 1024^3) leaves most of it idle at one program per
@@ -427,14 +410,32 @@ def _dot_precision(t: torch.Tensor, upcast: bool) -> str:
     return FP32_PRECISION
 
 
+def _tuned_tile(kernel: str, key: tuple, out: torch.Tensor, run, restore: bool) -> tuple:
+    """The tile of ``_TILES`` that runs problem ``key`` fastest: remembered
+    in memory and on disk, timed once (``run(meta)`` launches one tile)."""
+    tile = _tiles.get(key)
+    if tile is None:
+        tile = _tune.tuner().choose(
+            kernel, _device_of(out), key, _TILES, lambda t: functools.partial(run, _tile_meta(t)),
+            restore=out if restore else None,
+        )  # fmt: skip
+        _tiles[key] = tile
+    return tile
+
+
+def _problem_key(mat1, mat2, common: dict, *flags: bool) -> tuple:
+    """What a tile choice depends on, as JSON values: sizes, dtype, the dot
+    precision, bias, and the kernel's layout flags."""
+    M, K = mat1.shape
+    return (M, mat2.shape[1], K, str(mat1.dtype)[6:], common["DOT_PRECISION"], common["HAS_BIAS"], *flags)
+
+
 def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, restore: bool) -> None:
     """One program per output tile: the TMA kernel where it pays, else the
-    pointer kernel; autotuned when ``tuned``."""
+    pointer kernel; the tile tuned when ``tuned`` (``restore``: ``out`` is
+    also the bias and is put back after each timed trial)."""
     M, K = mat1.shape
     N = mat2.shape[1]
-
-    def grid(meta: dict) -> tuple[int]:
-        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
 
     if _use_tma(mat1, mat2, out, tuned):
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -442,17 +443,34 @@ def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, r
         (a, a_t), (b, b_t), (c, _) = _tma_view(mat1), _tma_view(mat2), _tma_view(out)
         descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
         flags = dict(A_COL_MAJOR=a_t, B_COL_MAJOR=b_t, **common)
-        kernel, meta = (_tma_kernel_tuned[restore], {}) if tuned else (_addmm_tma_kernel, _heuristic_meta(M, N, K))
-        if not tuned:  # the tuned configs' pre-hook sets the block shapes
+
+        def run_tma(meta: dict) -> None:
             _set_tma_blocks({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], **flags, **meta})
-        kernel[grid](
-            *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
-            **flags, **meta,
-        )  # fmt: skip
+            _addmm_tma_kernel[(cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)](
+                *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
+                **flags, **meta,
+            )  # fmt: skip
+
+        if tuned:
+            key = _problem_key(mat1, mat2, common, a_t, b_t)
+            run_tma(_tile_meta(_tuned_tile("addmm_tma", key, out, run_tma, restore)))
+        else:
+            run_tma(_heuristic_meta(M, N, K))
         return
-    kernel, meta = (_kernel_tuned[restore], {}) if tuned else (_kernel, _heuristic_meta(M, N, K))
+
     # No partials (the output stands in for the unused pointer); one split of all K tiles.
-    kernel[grid](*_pointer_args(mat1, mat2, out, bias_arg, out, alpha, beta, K), SPLIT_K=False, **common, **meta)
+    args = _pointer_args(mat1, mat2, out, bias_arg, out, alpha, beta, K)
+
+    def run(meta: dict) -> None:
+        _addmm_kernel[(cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)](
+            *args, SPLIT_K=False, EVEN_K=K % meta["BLOCK_K"] == 0, **common, **meta
+        )
+
+    if tuned:
+        key = _problem_key(mat1, mat2, common, mat1.stride(1) == 1, mat2.stride(1) == 1)
+        run(_tile_meta(_tuned_tile("addmm", key, out, run, restore)))
+    else:
+        run(_heuristic_meta(M, N, K))
 
 
 def _pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, k_tiles_per_split: int) -> tuple:
@@ -475,8 +493,9 @@ def _split(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tile: tuple, sp
     bm, bn, bk, stages, warps = tile
     per_split = cdiv(cdiv(K, bk), splits)
     partials = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
-    _kernel[(cdiv(M, bm) * cdiv(N, bn), splits)](
-        *_pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, per_split), SPLIT_K=True, **common,
+    _addmm_kernel[(cdiv(M, bm) * cdiv(N, bn), splits)](
+        *_pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, per_split), SPLIT_K=True,
+        EVEN_K=K % bk == 0, **common,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_stages=stages, num_warps=warps,
     )  # fmt: skip
     _sum_splits_kernel[(cdiv(M, _SUM_BLOCK_M), cdiv(N, _SUM_BLOCK_N))](
@@ -509,16 +528,26 @@ def _split_key(mat1: torch.Tensor, mat2: torch.Tensor, has_bias: bool) -> tuple:
 
 def _split_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, restore: bool) -> tuple[tuple, int] | None:
     """The fastest way to run a product with few output tiles: (tile, splits)
-    or None for the unsplit kernel; timed once per problem and remembered."""
+    or None for the unsplit kernel; timed once per problem and remembered in
+    memory and on disk."""
     M, K = mat1.shape
     N = mat2.shape[1]
     key = _split_key(mat1, mat2, common["HAS_BIAS"])
     if key not in _split_plans:
         plans = _split_candidates(mat1, M, N, K)
-        calls = {None: lambda: _direct(mat1, mat2, out, bias_arg, alpha, beta, common, True, restore)}
-        for plan in plans:
-            calls[plan] = functools.partial(_split, mat1, mat2, out, bias_arg, alpha, beta, common, *plan)
-        _split_plans[key] = fastest(calls, restore=out if restore else None) if plans else None
+        if not plans:
+            _split_plans[key] = None
+            return None
+
+        def call(plan):
+            if plan is None:
+                return lambda: _direct(mat1, mat2, out, bias_arg, alpha, beta, common, True, restore)
+            return functools.partial(_split, mat1, mat2, out, bias_arg, alpha, beta, common, *plan)
+
+        disk_key = (M, N, K, str(mat1.dtype)[6:], *key[4:7])
+        _split_plans[key] = _tune.tuner().choose(
+            "addmm_split_k", _device_of(out), disk_key, [None, *plans], call, restore=out if restore else None
+        )
     return _split_plans[key]
 
 
@@ -537,6 +566,14 @@ def _k_major(mat1: torch.Tensor, mat2: torch.Tensor, precision: str) -> tuple[to
     if mat2.shape[1] >= KMAJOR_COPY_MIN and mat1.stride(1) != 1:
         mat1 = mat1.contiguous()
     return mat1, mat2
+
+
+def _on_device(t: torch.Tensor):
+    """Make ``t``'s GPU current for the launches (a context switch costs host
+    time, so only when another one is current)."""
+    if t.is_cuda and t.device.index is not None and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
 
 
 def _launch(
@@ -570,7 +607,7 @@ def _launch(
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
     mat1, mat2 = _k_major(mat1, mat2, common["DOT_PRECISION"])
     args = (mat1, mat2, out, bias_arg, alpha, beta, common)
-    with torch.cuda.device(mat1.device) if mat1.is_cuda else contextlib.nullcontext():
+    with _on_device(mat1):
         plan = _split_plan(*args, restore) if tuned and _few_tiles(mat1, M, N) else None
         if plan is None:
             _direct(*args, tuned, restore)
