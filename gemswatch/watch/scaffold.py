@@ -2,9 +2,11 @@
 
 The operator's family module (``gemswatch/gems/ops/<family>.py``) is found
 by reading source files, never by importing them (the watcher must not load
-torch). Its text becomes the new candidate with relative imports made
-absolute and the operator's function renamed, and config.yaml gains the
-mapping, with its comments kept.
+torch). The part of its text the operator needs (its function and the
+kernels, helpers, constants and imports that function reaches, nothing of
+the family's other operators) becomes the new candidate, with relative
+imports made absolute, the operator's function renamed and a docstring and
+``__all__`` of its own; config.yaml gains the mapping, with its comments kept.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 import tokenize
 from pathlib import Path
 
-__all__ = ["find_kernel_source", "make_candidate_source", "add_mapping", "NewCandidateError"]
+__all__ = ["find_kernel_source", "make_candidate_source", "add_mapping", "needed_source", "NewCandidateError"]
 
 
 class NewCandidateError(Exception):
@@ -59,13 +61,118 @@ def find_kernel_source(op: str, module: str = "gemswatch.gems") -> tuple[Path, s
     raise NewCandidateError(f"no gems kernel defines {op!r}; known operators: {', '.join(known)}")
 
 
+def _bound(node: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement defines."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _loads(nodes: list[ast.AST]) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _used(node: ast.stmt) -> set[str]:
+    """The module-level names a statement reads. In a function, a name it
+    binds (a parameter, an assignment, a loop variable) is its own, not the
+    module's: ``mean: bool`` in a helper does not need the ``mean`` operator.
+    Decorators, defaults and annotations are read where the function is
+    defined."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return _loads([node])
+    own: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.arg):
+            own.add(n.arg)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            own.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+            own.add(n.name)
+    outside: list[ast.AST] = list(node.decorator_list)
+    if isinstance(node, ast.ClassDef):
+        outside += node.bases + [k.value for k in node.keywords]
+    else:
+        a = node.args
+        outside += a.defaults + [d for d in a.kw_defaults if d is not None] + ([node.returns] if node.returns else [])
+        outside += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None and x.annotation]
+    return (_loads([node]) - own) | _loads(outside)
+
+
+def needed_source(source: str, op: str, exported: str | None = None) -> str:
+    """The statements of the module ``source`` that ``op``'s function needs:
+    it and every top-level definition, constant and import it reaches,
+    directly or through another (with the comments just above each), in
+    their order; ``from __future__`` imports are kept, the module's
+    docstring is not, and ``__all__`` becomes ``[exported]`` (or goes).
+    Other statements are kept as they are, and what they read with them."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    body = list(tree.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the family's docstring
+    definers: dict[str, list[ast.stmt]] = {}
+    keep: list[ast.stmt] = []
+    exports = None
+    for node in body:
+        names = _bound(node)
+        if names == {"__all__"}:
+            exports = node
+            continue
+        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not names or is_future:
+            keep.append(node)  # not a definition: it runs, so it stays
+        for name in names - {"annotations"} if is_future else names:
+            definers.setdefault(name, []).append(node)
+    wanted = [n for n in definers.get(op, []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not wanted:
+        raise NewCandidateError(f"the module defines no function {op!r}")
+    todo = wanted + keep
+    kept = {id(n) for n in todo}
+    while todo:
+        node = todo.pop()
+        for name in _used(node):
+            for d in definers.get(name, []):
+                if id(d) not in kept:
+                    kept.add(id(d))
+                    todo.append(d)
+    out: list[str] = []
+    previous_end, previous_kept = 0, False
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        if node is exports and exported:
+            text = [f'__all__ = ["{exported}"]\n']
+        elif id(node) in kept:
+            text = lines[start:node.end_lineno]
+        else:
+            previous_end, previous_kept = node.end_lineno, False
+            continue
+        if previous_kept:
+            lead = previous_end  # the lines between two kept statements, as they were
+        else:
+            lead = start
+            while lead > previous_end and lines[lead - 1].lstrip().startswith("#"):
+                lead -= 1  # the comment that introduces it
+            if out:
+                out.append("\n\n" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else "\n")
+        out.extend(lines[lead:start] + text)
+        previous_end, previous_kept = node.end_lineno, True
+    return "".join(out)
+
+
 def make_candidate_source(source: str, package: str, op: str, func: str, origin: str) -> str:
     """The kernel module's text as a standalone candidate implementing ``op`` as ``func``.
 
-    Relative imports become absolute (``from . import x`` -> ``from
-    <package> import x``) and every bare name ``op`` (not attributes such as
-    ``torch.softmax``) is renamed to ``func``.
+    Only what ``op`` needs is kept (:func:`needed_source`); relative imports
+    become absolute (``from . import x`` -> ``from <package> import x``)
+    and every bare name ``op`` (not attributes such as ``torch.softmax``) is
+    renamed to ``func``. The candidate gets a docstring and ``__all__`` of
+    its own.
     """
+    source = needed_source(source, op, exported=func)
     pkg_parts = package.split(".")
 
     def absolute(match: re.Match) -> str:
@@ -94,6 +201,7 @@ def make_candidate_source(source: str, package: str, op: str, func: str, origin:
     header = (
         f"# Candidate for `{op}`, started from {origin} by `gemswatch new`.\n"
         f"# Edit the kernels below; gemswatch re-runs the pipeline on every save.\n"
+        f'"""``{func}``: a candidate for ``{op}`` (from {origin}), with the kernels and helpers it uses."""\n\n'
     )
     return header + body
 

@@ -151,8 +151,14 @@ from ..ops.helpers import thing
 __all__ = ["softmax", "log_softmax"]
 
 
+# The shared helper.
 def _impl(x, log):
+    _launch.check(interpreted, thing)
     return torch.softmax(x, -1)
+
+
+def _log_only(x):
+    return x
 
 
 def softmax(x, dim=-1):
@@ -162,7 +168,7 @@ def softmax(x, dim=-1):
 
 def log_softmax(x, dim=-1):
     y = softmax(x)  # uses softmax
-    return y.log()
+    return _log_only(y).log()
 '''
 
 
@@ -172,11 +178,32 @@ def test_make_candidate_source():
     assert "from gemswatch.gems._device import interpreted" in src
     assert "from gemswatch.gems.ops.helpers import thing" in src
     assert "def my_softmax(x, dim=-1):" in src
-    assert "y = my_softmax(x)" in src
     assert "torch.softmax(x, -1)" in src  # attributes keep their names
-    assert "def log_softmax" in src
+    assert "# The shared helper.\ndef _impl" in src  # with the comment above it
+    # Only what softmax needs: not the family's other operator, its helper, docstring or __all__.
+    assert "def log_softmax" not in src and "_log_only" not in src and "A family module" not in src
+    assert '__all__ = ["my_softmax"]' in src
     compile(src, "cand.py", "exec")
     assert src.splitlines()[0].startswith("# Candidate for `softmax`")
+
+
+def test_a_name_a_helper_binds_is_its_own_not_the_operator_of_that_name():
+    from gemswatch.watch.scaffold import needed_source
+
+    family = """
+def _reduce(x, mean: bool):
+    return x if mean else -x
+
+
+def sum(x):
+    return _reduce(x, mean=False)
+
+
+def mean(x):
+    return _reduce(x, mean=True)
+"""
+    kept = needed_source(family, "sum")
+    assert "def mean" not in kept and "def _reduce" in kept and "def sum" in kept
 
 
 
