@@ -671,6 +671,7 @@ def test_timing_gives_candidate_fresh_inputs(project, probe):
 
 MEMO_CANDIDATE = f"""
 import sys
+import weakref
 
 import torch
 
@@ -678,14 +679,18 @@ _memo = {{}}
 
 
 def run(x, dim=-1):
-    key = (x.data_ptr(), x._version)  # "the same input again": skip the work
+    # "The same input again" (the same live tensor, unchanged): skip the work.
+    # The tensor is kept by weak reference: memory of a dead one that the
+    # allocator hands to a later case is another input, not the same again.
+    key = (x.data_ptr(), x._version)
     events = sys.modules["{PROBE}"].events
-    if key in _memo:
+    held = _memo.get(key)
+    if held is not None and held[0]() is x:
         events.append("hit")
-        return _memo[key]
+        return held[1]
     events.append("miss")
-    _memo[key] = torch.softmax(x, dim)
-    return _memo[key]
+    _memo[key] = (weakref.ref(x), torch.softmax(x, dim))
+    return _memo[key][1]
 """
 
 
