@@ -99,7 +99,10 @@ def benchmark_report(benchmarks: list[Mapping[str, Any]], *, device: str, interp
 
 
 def _fmt(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    if value is None:  # as wide as a number would be, so the columns stay aligned
+        width = spec.split(".")[0]
+        return "-".rjust(int(width)) if width.isdigit() else "-"
+    return format(value, spec)
 
 
 def benchmark_log(report: Mapping[str, Any]) -> str:
