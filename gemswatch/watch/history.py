@@ -1,6 +1,7 @@
 """Nothing lost: run folders and the append-only history file.
 
-Layout under the project's ``.gemswatch/``::
+Layout under the watching project's ``.gemswatch/`` (config.yaml's folder,
+``Config.state_dir``)::
 
     history.jsonl            one JSON object per finished stage and per run
     runs/<run_id>/           snapshot/, <stage>.cmd, <stage>.log, <stage>.json

@@ -28,7 +28,7 @@ from typing import Any
 
 from .config import Config
 from .devices import detect_devices
-from .history import STATE_DIR, History, new_run_id
+from .history import History, new_run_id
 from .mapping import Candidate
 from .profile_summary import Kernel, kernels_of_report, ncu_kernels, summary_lines
 from .stage.executor import ProcessExecutor, StageExecutor
@@ -124,7 +124,7 @@ def choose_case(config: Config, candidate: Candidate, case_id: str | None = None
         NoCase: no benchmark of the file is in the history and no id was
             given, or the file maps several operators and the case's is unknown.
     """
-    records = list(History(config.project / STATE_DIR).records())
+    records = list(History(config.state_dir).records())
     choice = worst_case(records, candidate.rel, case_id)
     if choice is None and case_id is None:
         raise NoCase(f"{candidate.rel} has no benchmarked case in the history: run "
@@ -214,7 +214,7 @@ def profile_case(config: Config, candidate: Candidate, case: CaseChoice, *,
     executor = executor or ProcessExecutor()
     source = candidate.path.read_bytes()
     sha = hashlib.sha256(source).hexdigest()
-    history = History(config.project / STATE_DIR)
+    history = History(config.state_dir)
     run_id = new_run_id(candidate.path.stem + "-profile", sha)
     run = start_run(history.run_dir(run_id), run_id=run_id, candidate=candidate, source=source, sha256=sha,
                     stages=["profile"], config=config, reason="profile", fingerprint="", seq=0)

@@ -19,7 +19,7 @@ from .environment import EnvironmentTags
 from .events import EventBus
 from .failed_cases import failed_nodeids
 from .filters import Change
-from .history import STATE_DIR, History, new_run_id
+from .history import History, new_run_id
 from .mapping import Candidate, CandidateMap
 from .notes import Note
 from .scheduler import Scheduler
@@ -92,7 +92,7 @@ class Session:
         if notify is not None:
             self.notify = notify
         self.map = CandidateMap(config)
-        self.history = History(config.project / STATE_DIR)
+        self.history = History(config.state_dir)
         self._lock = threading.RLock()
         self._seq = 0
         self._last_key: dict[str, tuple[str, str]] = {}
@@ -113,12 +113,12 @@ class Session:
             stages = Stages(executor, self.guard)
         if stages is None and spares is not False and warm is not False and spares_wanted(config.spares, device.kind):
             # a stage is a spare process started ahead of need when one fits
-            self.warm = SpareStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
+            self.warm = SpareStarter(notify=lambda text: self.notify(text), log_path=config.state_dir / "warm.log")
             self._configure_warm()
             stages = Stages(SpareExecutor(self.warm), self.guard)
         if stages is None:
             # a stage is forked from the warm pool when it can be
-            self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.project / STATE_DIR / "warm.log")
+            self.warm = WarmStarter(notify=lambda text: self.notify(text), log_path=config.state_dir / "warm.log")
             self._configure_warm()
             stages = Stages(WarmForkExecutor(self.warm), self.guard)
         self._stages = stages

@@ -490,3 +490,22 @@ def test_a_stage_gated_by_a_failure_says_which(proj):
     session.stop()
     last = [e for e in h.events if e["event"] == "stage_finished"][-1]
     assert (last["stage"], last["status"], last["message"]) == ("correctness", "not_run", "correctness not run: preflight failed")
+
+
+def test_run_folders_and_history_stay_in_the_watching_project_not_the_checkout_it_drives(tmp_path):
+    checkout = tmp_path / "FlagGems"
+    (checkout / "tests").mkdir(parents=True)
+    (checkout / "tests" / "test_softmax.py").write_text("")
+    mine = tmp_path / "mine"
+    (mine / "cands").mkdir(parents=True)
+    (mine / "cands" / "softmax_v2.py").write_text("def my_softmax(x):\n    return x\n")
+    (mine / "config.yaml").write_text(CONFIG.replace("watch: cands", f"watch: cands\nproject: {checkout}"))
+    h = Harness(mine)
+    session = h.start()
+    assert session.config.project == checkout
+    run = session.trigger(mine / "cands" / "softmax_v2.py")
+    h.idle()
+    session.stop()
+    assert run.run_dir.parent == mine / ".gemswatch" / "runs"
+    assert (mine / ".gemswatch" / "history.jsonl").exists()
+    assert not (checkout / ".gemswatch").exists()

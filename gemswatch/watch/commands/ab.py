@@ -96,7 +96,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         return cfg
     from ..ab_stats import compare_rounds
     from ..devices import detect_devices
-    from ..history import STATE_DIR, History, new_run_id
+    from ..history import History, new_run_id
     from ..stage.executor import ProcessExecutor, WarmForkExecutor
     from ..stage.plan import base_env, selection_kind
     from ..mapping import selection_for
@@ -127,11 +127,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if args.cold or not cfg.warm:
         executor = ProcessExecutor()
     else:
-        starter = WarmStarter(log_path=cfg.project / STATE_DIR / "warm.log")
+        starter = WarmStarter(log_path=cfg.state_dir / "warm.log")
         starter.configure(enabled=True, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=base_env(cfg))
         executor = WarmForkExecutor(starter)
     stages = Stages(executor)
-    history = History(cfg.project / STATE_DIR)
+    history = History(cfg.state_dir)
     ab_id = new_run_id(f"ab-{op}", shas["A"][:4] + shas["B"][:4])
     root = history.run_dir(ab_id)
     device = detect_devices().slots[0]

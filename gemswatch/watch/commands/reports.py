@@ -74,10 +74,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     cfg = load_project_config(args)
     if isinstance(cfg, int):
         return cfg
-    from ..history import STATE_DIR, History
+    from ..history import History
     from ..history_tables import history_tables, matches_target, saves
 
-    hist = History(cfg.project / STATE_DIR)
+    hist = History(cfg.state_dir)
     records = list(hist.records())
     if records and args.target and not any(matches_target(r, args.target) for r in records):
         print_error(f"gemswatch history: nothing in {hist.path} is about {args.target!r}: give a candidate's "

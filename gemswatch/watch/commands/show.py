@@ -25,9 +25,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if isinstance(cfg, int):
         return cfg
     from ..case_table import candidates_named, case_rows, last_benchmark, render_case_table
-    from ..history import STATE_DIR, History
+    from ..history import History
 
-    hist = History(cfg.project / STATE_DIR)
+    hist = History(cfg.state_dir)
     records = list(hist.records())
     names = candidates_named(records, args.file)
     if not names:

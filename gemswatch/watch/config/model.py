@@ -120,6 +120,13 @@ class Config:
     text_sha256: str = ""
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
 
+    @property
+    def state_dir(self) -> Path:
+        """Where run folders, the history and the pool's log go: the watching
+        project's ``.gemswatch/`` (config.yaml's folder), never a checkout
+        that ``project:`` points at."""
+        return self.root / ".gemswatch"
+
     def rel(self, path: Path) -> str:
         """``path`` as shown to users: relative to the project, else to config.yaml's folder."""
         p = Path(path)
