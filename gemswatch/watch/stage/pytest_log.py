@@ -11,7 +11,10 @@ import re
 import signal
 from typing import Any
 
-__all__ = ["first_failure_line", "first_line", "signal_name", "usage_error"]
+__all__ = ["PROTOCOL_OPTIONS", "first_failure_line", "first_line", "missing_protocol", "signal_name", "usage_error"]
+
+# The options a checkout's pytest must know for gemswatch to drive it.
+PROTOCOL_OPTIONS = ("--override", "--record", "--output", "--level", "--preflight-only")
 
 
 def signal_name(num: int) -> str:
@@ -52,6 +55,16 @@ def usage_error(log_tail: str) -> str:
         if s.startswith("E ") and s[1:].strip():
             return s[1:].strip()
     return _last_meaningful(lines)
+
+
+def missing_protocol(log_tail: str) -> list[str]:
+    """The override protocol's options that pytest's usage error calls
+    unrecognized (a checkout that predates the protocol), in protocol order."""
+    for ln in _log_lines(log_tail):
+        if "unrecognized arguments:" in ln:
+            given = {t.split("=", 1)[0] for t in ln.split("unrecognized arguments:", 1)[1].split() if t.startswith("--")}
+            return [o for o in PROTOCOL_OPTIONS if o in given]
+    return []
 
 
 def _last_meaningful(lines: list[str]) -> str:

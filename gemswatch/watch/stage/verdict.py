@@ -17,7 +17,7 @@ from typing import Any
 
 from ..status import ALL_SKIPPED, CRASHED, ERROR, FAILED, PASSED, SUPERSEDED, TIMEOUT, UNCALLED
 from .failure_groups import FailureGroup, group_failures
-from .pytest_log import first_failure_line, first_line, signal_name, usage_error
+from .pytest_log import PROTOCOL_OPTIONS, first_failure_line, first_line, missing_protocol, signal_name, usage_error
 from .result import Cases, Outcome
 
 __all__ = ["Verdict", "decide"]
@@ -149,6 +149,13 @@ def _decide(stage: str, outcome: Outcome, report: Any, operators: list[str], log
     if rc < 0:
         return Verdict(CRASHED, f"killed by {signal_name(-rc)}", detail=first_failure_line(log_tail))
     if rc == _USAGE:
+        missing = missing_protocol(log_tail)
+        if missing:
+            return Verdict(ERROR, (
+                f"the checkout (config.yaml's project:) predates gemswatch's override protocol: its pytest does not "
+                f"know {', '.join(missing)}; point project: at a checkout whose tests/ and benchmark/ accept "
+                f"{', '.join(PROTOCOL_OPTIONS)} (a FlagGems revision with the protocol), or at gemswatch's own suites"
+            ), detail=next((ln.strip() for ln in log_tail.splitlines() if "unrecognized arguments:" in ln), ""))
         return Verdict(ERROR, usage_error(log_tail) or "pytest usage error (exit 4)")
     if rc == _INTERNAL:
         low = log_tail.lower()
