@@ -15,7 +15,9 @@ from typing import Any, Callable, TextIO
 
 __all__ = [
     "EVENTS",
+    "format_headline",
     "format_speedup",
+    "headline",
     "EventBus",
     "JsonSink",
     "PlainSink",
@@ -40,6 +42,28 @@ Sink = Callable[[dict[str, Any]], None]
 def format_speedup(value: float) -> str:
     """1.32x, 12.4x, 0.00123x: three significant digits, however small."""
     return f"{value:.3g}x" if value < 1 else f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
+
+
+def headline(record: Mapping[str, Any], op: str | None = None) -> tuple[float | None, str]:
+    """The ratio a benchmark record is judged by, and its baseline: the
+    geomean against the best of torch eager and torch.compile on a GPU,
+    against the interpreted gems kernel under the CPU interpreter
+    (``headline_speedup``, or ``headline_speedups[op]`` for one operator);
+    ``speedup`` against eager for records that have no headline."""
+    h = (record.get("headline_speedups") or {}).get(op) if op else record.get("headline_speedup")
+    if _ratio(h):
+        return float(h), str(record.get("headline_vs") or "best")
+    s = (record.get("speedups") or {}).get(op, record.get("speedup")) if op else record.get("speedup")
+    return (float(s), "eager") if _ratio(s) else (None, "eager")
+
+
+def format_headline(value: float, vs: str) -> str:
+    """``1.46x vs gems``; the eager baseline needs no name where no other is measured."""
+    return format_speedup(value) + ("" if vs == "eager" else f" vs {vs}")
+
+
+def _ratio(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def now_iso() -> str:
@@ -119,11 +143,12 @@ def format_plain(record: dict[str, Any], verbose: bool = False) -> str | None:
             detail.append(ct)
         if calls:
             detail.append(f"{calls} calls")
-        if record.get("speedup") is not None:
-            s = format_speedup(record['speedup'])
+        ratio, vs = headline(record)
+        if ratio is not None:
+            s = format_headline(ratio, vs)
             prev = record.get("speedup_prev")
             if prev:
-                s += f" ({(record['speedup'] / prev - 1) * 100:+.0f}%)"
+                s += f" ({(ratio / prev - 1) * 100:+.0f}%)"
             detail.append(s)
         if record.get("duration_s") is not None and record.get("status") != "not_run":
             detail.append(f"{record['duration_s']:.1f}s")

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from .dashboard import STATUS_STYLE
 from .environment import same_environment
-from .events import format_speedup
+from .events import format_speedup, headline
 from .status import STAGES
 
 __all__ = ["matches_target", "saves", "leaderboard", "history_tables", "environment_mark"]
@@ -62,8 +62,8 @@ def saves(records: list[dict[str, Any]], target: str | None = None) -> list[dict
         if rec["event"] == "stage_finished":
             run["stages"][rec.get("stage")] = rec
             if rec.get("stage") == "benchmark" and rec.get("status") == "passed":
-                run["speedup"] = rec.get("speedup")
-                run["speedups"] = rec.get("speedups") or {}
+                run["speedup"], run["speedup_vs"] = headline(rec)
+                run["speedups"] = {op: r for op in run["operators"] if (r := headline(rec, op)[0]) is not None}
         else:
             run["status"] = rec.get("status")
     out = sorted(runs.values(), key=lambda r: str(r["time"]))

@@ -228,10 +228,11 @@ class Session:
         elif ev == "stage_finished" and cand:
             with self._lock:
                 self.last_stages.setdefault(cand, {})[record["stage"]] = record
-                if record["stage"] == "benchmark" and record.get("status") == PASSED and record.get("speedup"):
-                    self._speedup_prev[cand] = record["speedup"]
+                ratio, _ = headline(record)
+                if record["stage"] == "benchmark" and record.get("status") == PASSED and ratio is not None:
+                    self._speedup_prev[cand] = ratio
                     self._cases_prev[cand] = {
-                        str(c.get("case")): c.get("speedup") for c in record.get("per_case") or [] if isinstance(c, dict)
+                        str(c.get("case")): case_headline(c) for c in record.get("per_case") or [] if isinstance(c, dict)
                     }
 
     def _configure_warm(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .events import headline
 from .mapping import Candidate
 from .status import NOT_RUN, PASSED, STAGES
 
@@ -29,6 +30,8 @@ def latest_result(
         "operators": cand.ops,
         "status": run.get("status") if run else None,
         "stages": {s: stages[s]["status"] for s in STAGES if s in stages},
-        "speedup": (stages.get("benchmark") or {}).get("speedup"),
+        # the ratio the benchmark is judged by, and against what
+        "speedup": headline(stages.get("benchmark") or {})[0],
+        "speedup_vs": headline(stages.get("benchmark") or {})[1],
         "message": first_problem,
     }

@@ -247,12 +247,14 @@ def test_a_shipped_stage_runs_in_a_copy_and_its_files_come_back(cluster, tmp_pat
 import pathlib
 here = pathlib.Path.cwd()
 print("in copy", "gemswatch-stage-" in str(here), (here / "tests" / "test_x.py").read_text().strip())
+print("snapshot at", sys.argv[1])
 (here / "tests" / "test_x.py").write_text("JUDGE = 'rigged'\\n")
 """
     plan = stage_plan(project, code, guarded=(judge,))
     outcome = RayExecutor(cluster, ship=True).execute(plan, threading.Event())
     log = plan.log.read_text()
     assert "in copy True JUDGE = 1" in log
+    assert f"snapshot at {plan.report}" in log  # the paths of the copy are the driver's again
     assert plan.report.exists(), log
     assert [t.path for t in outcome.tampered] == [judge]
     assert outcome.tampered[0].kept_at.read_text() == "JUDGE = 'rigged'\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..devices import DeviceInfo
-from ..events import EventBus, JsonSink, PlainSink, format_speedup
+from ..events import EventBus, JsonSink, PlainSink, format_headline
 from ..status import STAGES
 
 __all__ = ["Output", "make_console", "output_mode", "print_error", "print_summary", "show_until_stopped"]
@@ -116,6 +116,6 @@ def print_summary(out: Output, session, only: list[str] | None = None) -> None:
     elif out.mode == "plain":
         for item in session.summary(only):
             stages = " ".join(f"{s}={item['stages'].get(s, '-')}" for s in STAGES)
-            sp = f" speedup={format_speedup(item['speedup'])}" if item.get("speedup") else ""
+            sp = f" speedup={format_headline(item['speedup'], item.get('speedup_vs', 'eager'))}" if item.get("speedup") else ""
             msg = f" - {item['message']}" if item.get("message") else ""
             out.plain.note(f"summary {item['candidate']}: {item['status'] or 'not run'} ({stages}){sp}{msg}")

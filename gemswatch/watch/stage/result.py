@@ -100,6 +100,7 @@ class StageResult:
     # CPU interpreter, "eager" without a compile figure, "mixed").
     headline_speedup: float | None = None
     headline_vs: str | None = None
+    headline_speedups: dict[str, float] = field(default_factory=dict)  # per operator
     # A correctness stage's failed cases by test function and dtype, most
     # first (FailureGroup.to_dict: test, dtype, failed, of, cases, shapes,
     # error, worst_case, worst_rel_err, worst_abs_err, worst_shape, worst_index).
@@ -144,4 +145,5 @@ class StageResult:
             fields["speedup_prev"] = self.speedup_prev
             fields["headline_speedup"] = self.headline_speedup  # unrounded, like speedup
             fields["headline_vs"] = self.headline_vs
+            fields["headline_speedups"] = dict(self.headline_speedups)
         return fields

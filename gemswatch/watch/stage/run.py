@@ -171,6 +171,7 @@ class Stages:
             speedups=verdict.speedups,
             headline_speedup=verdict.headline_speedup,
             headline_vs=verdict.headline_vs,
+            headline_speedups=verdict.headline_speedups,
             report=str(plan.report) if plan.report.exists() else None,
             log=str(plan.log),
             message=_unsnapshot(verdict.message, run),

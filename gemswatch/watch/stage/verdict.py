@@ -43,6 +43,7 @@ class Verdict:
     per_case: list[dict[str, Any]] = field(default_factory=list)  # the benchmark's timed cases, worst first
     headline_speedup: float | None = None  # geomean against the headline baseline (best of eager/compile, or gems)
     headline_vs: str | None = None  # that baseline: "best", "eager", "gems" or "mixed"
+    headline_speedups: dict[str, float] = field(default_factory=dict)  # the same per operator
     failure_groups: list[FailureGroup] = field(default_factory=list)  # a correctness stage's failures by test and dtype
     coverage: dict[str, Any] = field(default_factory=dict)  # a correctness report's: operator -> axes its cases covered
 
@@ -473,8 +474,8 @@ def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str)
     speedups = {op: g for op in operators if (g := _geomean(per_op[op])) is not None}
     v = Verdict(PASSED, cases=cases, candidate_calls=calls, speedups=speedups, per_case=per_case_rows(cases_list))
     v.speedup = _geomean(list(speedups.values()))
-    headlines = [g for op in operators if (g := _geomean(headline_per_op[op])) is not None]
-    v.headline_speedup = _geomean(headlines)
+    v.headline_speedups = {op: g for op in operators if (g := _geomean(headline_per_op[op])) is not None}
+    v.headline_speedup = _geomean(list(v.headline_speedups.values()))
     v.headline_vs = (against.pop() if len(against) == 1 else "mixed") if against else None
     if first_fail is not None:
         return _failed_at(

@@ -12,7 +12,8 @@ paths. Elsewhere (``shipped``) it runs in a private copy of the project Ray
 unpacked for it, with the run folder in a scratch folder: every path of the
 plan is moved there, the candidate's bytes are written from the task, the
 files the stage is judged by are kept and checked as locally, and the log,
-the report and any changed judged-by file go back in :class:`Finished`.
+the report (with the driver's paths again) and any changed judged-by file
+go back in :class:`Finished`.
 """
 
 from __future__ import annotations
@@ -160,6 +161,14 @@ class _Moved:
     def path(self, value: Path) -> Path:
         return Path(self.text(str(value)))
 
+    def back(self, data: bytes | None) -> bytes | None:
+        """A log or report with the driver's paths again (messages name the user's files)."""
+        if data is None:
+            return None
+        for old, new in self.pairs:
+            data = data.replace(new.encode(), old.encode())
+        return data
+
     def plan(self, plan: StagePlan, overlay: Mapping[str, str]) -> StagePlan:
         command = [self.text(a) for a in plan.command or ()]
         if command and os.sep in command[0] and not os.path.exists(command[0]):
@@ -198,7 +207,7 @@ def _run_shipped(task: StageTask, gpus: tuple[str, ...]) -> Finished:
         for t in tampered:
             rel = t.path.relative_to(project.resolve()).as_posix() if t.path.is_relative_to(project.resolve()) else str(t.path)
             changed.append((rel, t.kept_at.read_bytes() if t.kept_at else None))
-        return Finished(outcome, _read(plan.log), _read(plan.report), tuple(changed))
+        return Finished(outcome, moved.back(_read(plan.log)), moved.back(_read(plan.report)), tuple(changed))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
