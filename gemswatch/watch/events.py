@@ -11,7 +11,7 @@ import datetime as _dt
 import json
 import sys
 import threading
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 __all__ = [
     "EVENTS",

@@ -16,7 +16,8 @@ from .config import Config, ConfigError, load_config
 from .dependencies import DependencyIndex
 from .devices import DeviceInfo
 from .environment import EnvironmentTags
-from .events import EventBus
+from .case_table import headline as case_headline
+from .events import EventBus, headline
 from .failed_cases import failed_nodeids
 from .filters import Change
 from .history import History, new_run_id

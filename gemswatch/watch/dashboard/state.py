@@ -43,6 +43,7 @@ class Row:
     speedup: float | None = None
     speedup_prev: float | None = None
     speedup_sha: str = ""  # the bytes the speedup was measured on
+    speedup_vs: str = "eager"  # its baseline: "best" of eager and torch.compile, "gems" (CPU), "eager"
     last_time: str = ""
     sha: str = ""
     stale: bool = False
@@ -274,7 +275,7 @@ class DashboardState:
 
 def _take_speedup(row: Row, rec: dict[str, Any]) -> None:
     """Show the speedup of a passed benchmark record, and the bytes it was measured on."""
-    row.speedup = rec.get("speedup")
+    row.speedup, row.speedup_vs = headline(rec)
     row.speedup_prev = rec.get("speedup_prev")
     row.speedup_sha = str(rec.get("content_sha256", ""))
     row.per_case = [c for c in rec.get("per_case") or [] if isinstance(c, dict)]
