@@ -111,9 +111,16 @@ def _pythonpath_entries(env: dict[str, str]) -> list[str]:
 
 
 class PreloadError(Exception):
-    def __init__(self, reason: str, message: str):
+    def __init__(self, reason: str, message: str, module: str | None = None):
         super().__init__(message)
         self.reason = reason
+        self.module = module  # the preloaded module that caused it, when one did
+
+
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    return cuda is not None and bool(getattr(cuda, "is_initialized", lambda: False)())
 
 
 class Pool:
@@ -147,6 +154,7 @@ class Pool:
             # torch.cuda.is_available() through NVML creates no CUDA context,
             # so forked children can still use the GPU.
             os.environ[NVML_CHECK] = "1"
+        cuda_by = None  # the first preloaded module after whose import CUDA was up
         try:
             for name in self.preload:
                 try:
@@ -155,6 +163,8 @@ class Pool:
                     raise PreloadError(
                         "import", f"preload {name}: {type(e).__name__}: {e}".rstrip(": ")
                     ) from e
+                if cuda_by is None and not self.spare and _cuda_initialised():
+                    cuda_by = name
         finally:
             if own_nvml:
                 os.environ.pop(NVML_CHECK, None)
@@ -164,10 +174,9 @@ class Pool:
         if threading.active_count() != 1 and not self.spare:  # a spare never forks
             names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
             raise PreloadError("threads", f"preloading started Python threads ({names}); a fork would lose them")
-        torch = sys.modules.get("torch")
-        cuda = getattr(torch, "cuda", None) if torch is not None else None
-        if cuda is not None and getattr(cuda, "is_initialized", lambda: False)() and not self.spare:
-            raise PreloadError("cuda", "preloading initialised CUDA; forked stages could not use the GPU")
+        if cuda_by is not None:
+            raise PreloadError("cuda", f"importing {cuda_by} initialised CUDA; forked stages could not use the GPU",
+                               module=cuda_by)
         # The dispositions a fresh interpreter has once these modules are imported.
         for sig in signal.valid_signals():
             if sig in (signal.SIGKILL, signal.SIGSTOP):
@@ -587,12 +596,13 @@ def main(argv: list[str] | None = None) -> None:
             info = pool.prepare_spare(info, pool.start_ns)
     except BaseException as e:  # noqa: BLE001 - any failure is reported, then the pool exits
         traceback.print_exc()
+        module = None
         if isinstance(e, PreloadError):
-            reason, message = e.reason, str(e)
+            reason, message, module = e.reason, str(e), e.module
         else:
             reason, message = "error", f"{type(e).__name__}: {e}"
         try:
-            _send(ctl, event="failed", reason=reason, message=message)
+            _send(ctl, event="failed", reason=reason, message=message, module=module)
         finally:
             pool._exit(1)
     try:

@@ -258,3 +258,21 @@ def test_the_pool_is_told_apart_from_a_cold_start_in_the_state_line(proj, starte
     wait_for(lambda: starter.state.startswith("warm: pool "), 10, f"the ready state line ({starter.state})")
     assert "fakeconst, pytest" in starter.state
     assert starter.active
+
+
+def test_a_module_that_starts_cuda_at_import_is_left_to_the_stages_and_the_rest_stays_preloaded(proj):
+    # As flag_gems does: importing it initialises CUDA (here a stand-in torch
+    # whose CUDA says so), which a forking pool must not have.
+    (proj / "cudaatimport.py").write_text(
+        "import sys, types\n"
+        "sys.modules['torch'] = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))\n"
+    )
+    starter = Starter(proj, preload=("cudaatimport", "fakeconst", "pytest"))
+    try:
+        out = starter.stage("test_version.py")
+        assert (out.returncode, out.warm) == (0, True)
+        assert starter._spec.preload == ("fakeconst", "pytest")
+        assert any("cudaatimport initialises CUDA when imported" in n for n in starter.notes), starter.notes
+        assert starter.state.startswith("warm: pool "), starter.state
+    finally:
+        starter.shutdown()

@@ -213,6 +213,16 @@ class WarmStarter:
         if pool is not self._pool:
             return
         self._retire_locked(pool)
+        spec = self._spec
+        if pool.reason == "cuda" and spec is not None and pool.culprit in spec.preload:
+            # A module that starts CUDA when imported (flag_gems does) cannot be
+            # preloaded; the rest still can, and each stage imports it itself.
+            rest = tuple(m for m in spec.preload if m != pool.culprit)
+            self._spec = PoolSpec.make(spec.python, spec.cwd, rest, spec.env)
+            self.notify(f"warm start: {pool.culprit} initialises CUDA when imported, so each stage imports it; "
+                        f"the pool preloads {', '.join(rest) or 'nothing'}")
+            self._start_locked()
+            return
         if pool.reason in _GIVE_UP:
             self._set_off_locked(why)
             return
@@ -271,7 +281,7 @@ class WarmStarter:
             return pool, False
         with self._lock:
             replacing = self._pool_error_locked(pool)
-            return None, replacing and pool.reason == "changed"
+            return None, replacing and pool.reason in ("changed", "cuda")
 
     def spawn(
         self,

@@ -209,6 +209,7 @@ class Pool:
         self.local_files: frozenset[str] = frozenset()
         self.error: str | None = None
         self.reason: str | None = None
+        self.culprit: str | None = None  # the preloaded module the pool's failure names (CUDA at import)
         self.proc: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
         self._send_lock = threading.Lock()
@@ -274,6 +275,7 @@ class Pool:
             self.ready.set()
             return
         if msg.get("event") == "failed":
+            self.culprit = msg.get("module") if isinstance(msg.get("module"), str) else None
             self.close()
             self._fail(str(msg.get("reason") or "error"), str(msg.get("message") or "the pool failed"))
             return
