@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import headline
 from ..status import FAILURES, STAGES
 from .status_lines import StatusLines
 
