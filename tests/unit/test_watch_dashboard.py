@@ -275,3 +275,17 @@ def test_a_benchmark_that_did_not_run_says_why_on_its_cell():
         row = next(i for i, line in enumerate(lines) if "not_run" in line)
         col = lines[row].index("not_run")
         assert lines[row + 1][col:].startswith("correctness"), lines[row:row + 3]  # under it, in its column
+
+
+def test_the_row_and_the_stage_line_show_the_headline_ratio_with_its_baseline():
+    # Under the CPU interpreter the ratio against torch eager (0.0007x) says
+    # nothing; the one against the interpreted gems kernel is the headline.
+    from gemswatch.watch.events import format_plain
+
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["benchmark"]))
+    record = finished("benchmark", "passed", speedup=0.0007, speedup_prev=None, headline_speedup=1.46, headline_vs="gems")
+    st.apply(record)
+    out = screen(render(st))
+    assert "1.46x" in out and "0.0007" not in out
+    assert "1.46x vs gems" in format_plain(record)
