@@ -454,8 +454,10 @@ class Pool:
         try:
             if os.getsid(0) != os.getpid():  # a spare was started leading its session
                 os.setsid()
-            # A candidate in this stage cannot signal the pool or the watcher.
-            _signal_scope.confine_signals()
+            # A candidate in this stage cannot signal the pool or the watcher
+            # (a spare confined itself at its start: see main).
+            if not self.spare:
+                _signal_scope.confine_signals()
             # The pool's descriptors are not the stage's.
             if self.sel is not None:
                 self.sel.close()
@@ -587,6 +589,11 @@ def main(argv: list[str] | None = None) -> None:
     spare = json.loads(argv[2]) if len(argv) > 2 else None
     pool = Pool(ctl, preload, spare)
     try:
+        if pool.spare:
+            # The stage's signal domain, entered before the candidate's worker
+            # starts so that both are in it: a domain entered later could not
+            # signal a worker started before it (to stop it, or its orphans).
+            _signal_scope.confine_signals()
         if pool.spare.get("worker"):
             # A fresh interpreter of its own: it preloads while we do.
             pool.worker_spare = importlib.import_module(str(pool.spare["worker"]))

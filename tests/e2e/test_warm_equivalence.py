@@ -1,11 +1,14 @@
-"""Warm vs cold: the same stage, forked from the warm pool or started as a
-fresh interpreter, gives the same verdict, report and log.
+"""Warm vs spare vs cold: the same stage, forked from the warm pool, run by
+a spare process started ahead of need (with the candidate's worker started
+ahead too) or started as a fresh interpreter, gives the same verdict,
+report and log.
 
 The fake project of ``test_watch_e2e`` (plain-Python operators, no Triton)
 keeps these fast; its pool preloads ``fakeops``, torch and pytest, the
 modules every one of its stages imports anyway. The warm and the cold stage
-of a case run side by side. Times and run folders are the only things
-allowed to differ (and where a stopped stage was interrupted).
+of a case run side by side; the spare variant reuses the cold results.
+Times and run folders are the only things allowed to differ (and where a
+stopped stage was interrupted).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gemswatch.watch.config import load_config
 from gemswatch.watch.mapping import CandidateMap
 from gemswatch.watch.stage import Run, execute_stage
 from gemswatch.watch.stage.plan import base_env
+from gemswatch.watch.stage.spares import SpareStarter
 from gemswatch.watch.stage.supervise import run_process
 from gemswatch.watch.stage.warm import WarmStarter
 
@@ -89,7 +93,22 @@ def starter(proj):
     ws.shutdown()
 
 
-def run_stage(proj: Path, name: str, stage: str, warm: WarmStarter | None, tag: str):
+@pytest.fixture(scope="module")
+def spares(proj):
+    """Two spares at a time on the CPU slot, each with a pre-started worker
+    (as on a GPU), so the handover of the worker is what these stages use."""
+    cfg = load_config(proj / "config.yaml")
+    notes: list[str] = []
+    steady_environment()
+    ss = SpareStarter(notify=notes.append, log_path=proj / ".gemswatch" / "spares.log")
+    ss.configure(enabled=True, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=base_env(cfg),
+                 per_slot=2, worker=True)
+    ss.notes = notes
+    yield ss
+    ss.shutdown()
+
+
+def run_stage(proj: Path, name: str, stage: str, warm: WarmStarter | SpareStarter | None, tag: str):
     steady_environment()
     cfg = load_config(proj / "config.yaml")
     cand = CandidateMap(cfg).lookup(proj / "cands" / name)
@@ -114,8 +133,14 @@ _SANDBOX = re.compile(r"gemswatch-candidate-\w+|/proc/\d+")
 _BOTTOM_FRAMES = re.compile(r'^  File "(<frozen runpy>|<string>|[^"]*gemswatch/warmpool/server\.py)", line \d+ in \S+\n', re.M)
 
 
+# Below the candidate worker's loop, a worker forked from the judge has the
+# judge's frames and one started ahead by a spare its own entry point.
+_BELOW_SERVE = re.compile(r'(worker\.py", line \d+ in serve\n)(  File "[^"]*", line \d+ in \S+\n)+')
+
+
 def scrub(text: str, run_dir: Path, tag: str) -> str:
     text = text.replace(str(run_dir), "RUN").replace(run_dir.name, "RUN").replace(f"{tag}-", "TAG-")
+    text = _BELOW_SERVE.sub(r"\1", text)
     text = _BOTTOM_FRAMES.sub("", _THREAD.sub("thread X", _SANDBOX.sub("X", text)))
     return _TIMES.sub("T", _SEED.sub("seed N", text))
 
@@ -145,18 +170,29 @@ CASES = [
 ]
 
 
-def side_by_side(proj: Path, name: str, stage: str, starter: WarmStarter, tag: str = ""):
-    """(warm result, warm run folder, cold result, cold run folder), run at once."""
+_COLD: dict[tuple[str, str], tuple] = {}  # (file, stage) -> the cold stage's (result, run folder)
+
+
+def side_by_side(proj: Path, name: str, stage: str, starter: WarmStarter | SpareStarter, tag: str = ""):
+    """(warm result, warm run folder, cold result, cold run folder), run at
+    once (the cold one only once per case and module)."""
     out: dict = {}
-    cold = threading.Thread(target=lambda: out.setdefault("cold", run_stage(proj, name, stage, None, f"cold{tag}")))
-    cold.start()
+    cold = None
+    if (name, stage) not in _COLD or tag:
+        cold = threading.Thread(target=lambda: out.setdefault("cold", run_stage(proj, name, stage, None, f"cold{tag}")))
+        cold.start()
     out["warm"] = run_stage(proj, name, stage, starter, f"warm{tag}")
-    cold.join(60)
-    return (*out["warm"], *out["cold"])
+    if cold is not None:
+        cold.join(60)
+        if not tag:
+            _COLD[(name, stage)] = out["cold"]
+    return (*out["warm"], *out.get("cold", _COLD[(name, stage)]))
 
 
+@pytest.mark.parametrize("variant", ["warm", "spare"])
 @pytest.mark.parametrize("name,stage,status", CASES, ids=[f"{n[:-3]}-{s}" for n, s, _ in CASES])
-def test_warm_and_cold_give_the_same_verdict_report_and_log(proj, starter, name, stage, status):
+def test_warm_spare_and_cold_give_the_same_verdict_report_and_log(request, proj, variant, name, stage, status):
+    starter = request.getfixturevalue("starter" if variant == "warm" else "spares")
     warm, warm_dir, cold, cold_dir = side_by_side(proj, name, stage, starter)
     assert (warm.warm, cold.warm) == (True, False), starter.notes
     assert warm.status == cold.status == status, (warm.message, cold.message)
@@ -176,21 +212,26 @@ def test_warm_and_cold_give_the_same_verdict_report_and_log(proj, starter, name,
         )
 
 
-def test_a_warm_stage_starts_like_a_fresh_interpreter(proj, starter):
+@pytest.mark.parametrize("variant", ["warm", "spare"])
+def test_a_warm_or_spare_stage_starts_like_a_fresh_interpreter(request, proj, variant):
     """argv, sys.path, environment, signal dispositions, session, stdio and
     open descriptors are what ``python -m pytest`` would have had."""
+    starter = request.getfixturevalue("starter" if variant == "warm" else "spares")
     steady_environment()
     cfg = load_config(proj / "config.yaml")
     states = {}
-    for tag, warm in (("warm", starter), ("cold", None)):
+    for tag, warm in ((variant, starter), ("cold", None)):
         cmd = [cfg.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_probe.py"]
         env = dict(base_env(cfg), PYTHONPATH=str(proj / "cands"), GEMSWATCH_RUN_ID=f"{tag}-x")
         out = run_process(cmd, cwd=proj, env=env, log_path=proj / f"{tag}-probe.log", timeout=20, cancel=threading.Event(), warm=warm)
         assert out.returncode == 0 and out.warm == (warm is not None), (proj / f"{tag}-probe.log").read_text()
         states[tag] = json.loads((proj / f"{tag}-probe.json").read_text())
-    warm_state, cold_state = states["warm"], states["cold"]
+    warm_state, cold_state = states[variant], states["cold"]
     assert warm_state["candidates"] == []
     assert warm_state["leads_session"] and warm_state["stdin"] == "/dev/null"
+    if variant == "spare":
+        # its one difference: the socket to the candidate's worker, started ahead
+        assert warm_state.pop("fds") == cold_state.pop("fds") + 1
     assert warm_state == cold_state
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -388,5 +389,10 @@ def main_spare(argv: list[str]) -> None:
     if stage is None:
         os._exit(0)
     worker_spare.become_stage(*stage)
+    # As a worker forked from the judge has it: Ctrl-C ends it, a crash dumps its stack.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    import faulthandler
+
+    faulthandler.enable(file=sys.__stderr__)
     msg = stage[0]
     serve(sock, Path(msg["scratch"]), tuple(Path(p) for p in msg["protected"]))
