@@ -37,10 +37,13 @@ __all__ = [
     "pointwise_launch",
     "ReduceLaunch",
     "reduce_launch",
+    "reduce_limits",
     "num_warps_for",
     "cdiv",
     "next_pow2",
     "dense_permutation",
+    "dense_order",
+    "is_contiguous",
     "inverse_permutation",
     "tl_dtype",
     "exact_cast",
@@ -236,6 +239,13 @@ class ReduceLaunch:
     stages: int  # column kernel: chunks prefetched into shared memory (1: none)
 
 
+def reduce_limits() -> tuple:
+    """The limits :func:`reduce_launch` reads now: a key for plans built on it."""
+    return (
+        REDUCE_BLOCK_SIZE, TILE_SIZE, TARGET_PROGRAMS, COLUMN_TARGET_PROGRAMS, COLUMN_BLOCK, COLUMN_WARPS, COLUMN_STAGES,
+    )  # fmt: skip
+
+
 def reduce_launch(n_outer: int, n_reduce: int, n_inner: int) -> ReduceLaunch:
     """Tile and split for a reduction over the middle axis of a row-major
     (n_outer, n_reduce, n_inner) tensor."""
@@ -284,15 +294,34 @@ def dense_permutation(t: torch.Tensor) -> list[int] | None:
     """The dim order that makes a non-overlapping, dense ``t`` contiguous
     (``t.permute(order).is_contiguous()``), or None if ``t`` has gaps or
     overlaps (slices, expands)."""
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.size(d)))
+    return dense_order(tuple(t.shape), t.stride())
+
+
+def dense_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int] | None:
+    """:func:`dense_permutation` of a tensor of this shape and these strides."""
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d], -shape[d]))
     expected = 1
     for d in reversed(order):
-        if t.size(d) == 1:
+        if shape[d] == 1:
             continue
-        if t.stride(d) != expected:
+        if strides[d] != expected:
             return None
-        expected *= t.size(d)
+        expected *= shape[d]
     return order
+
+
+def is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """``Tensor.is_contiguous()`` of a tensor of this shape and these strides
+    (size-1 dims may have any stride; an empty tensor is contiguous)."""
+    if 0 in shape:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
 
 
 def inverse_permutation(order: list[int]) -> list[int]:

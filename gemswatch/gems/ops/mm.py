@@ -319,8 +319,13 @@ _split_plans: dict[tuple, tuple[tuple, int] | None] = {}
 
 def _heuristic_meta(M: int, N: int, K: int) -> dict:
     """One tile for problems not worth tuning: as large as the problem, capped
-    at 64 (under the interpreter each program costs Python time)."""
+    at 64 (under the interpreter each program costs Python time). Shared
+    between calls: callers only unpack it."""
+    return _heuristic_meta_for(M, N, K, interpreted)
 
+
+@functools.lru_cache(maxsize=1024)
+def _heuristic_meta_for(M: int, N: int, K: int, interpreted: bool) -> dict:
     def fit(n: int, cap: int) -> int:
         return max(16, min(cap, next_pow2(n)))
 
@@ -479,8 +484,7 @@ def _pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, k_tiles_per_
     N = mat2.shape[1]
     return (
         mat1, mat2, out, bias_arg, partials, M, N, K,
-        mat1.stride(0), mat1.stride(1), mat2.stride(0), mat2.stride(1),
-        out.stride(0), out.stride(1), bias_arg.stride(0), bias_arg.stride(1),
+        *mat1.stride(), *mat2.stride(), *out.stride(), *bias_arg.stride(),
         float(alpha), float(beta), k_tiles_per_split,
     )  # fmt: skip
 

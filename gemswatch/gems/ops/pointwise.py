@@ -13,7 +13,10 @@ its float64 branch reads.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
+from dataclasses import dataclass
 from numbers import Number
 
 import torch
@@ -159,56 +162,114 @@ def _coalesce(shape: list[int], strides: list[list[int]]) -> tuple[list[int], li
     return [d[0] for d in dims], [[d[1][k] for d in dims] for k in range(len(strides))]
 
 
-def _iteration_order(out_shape: tuple[int, ...], tensors: list[torch.Tensor]) -> list[int]:
+def _expanded_strides(out_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    """The strides of ``t.expand(out_shape)`` for ``t`` of ``shape`` and
+    ``strides``: 0 along the dims it is broadcast over."""
+    lead = len(out_shape) - len(shape)
+    return [
+        0 if i < lead or (shape[i - lead] == 1 and size != 1) else strides[i - lead]
+        for i, size in enumerate(out_shape)
+    ]
+
+
+# Each operand's (shape, strides).
+Layouts = tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+
+
+def _iteration_order(out_shape: tuple[int, ...], layouts: Layouts) -> list[int]:
     """Walk the output in the memory order of the first dense full-size
     operand, so a transposed input is read and written coalesced."""
-    for t in tensors:
-        if tuple(t.shape) == tuple(out_shape) and not t.is_contiguous():
-            order = _launch.dense_permutation(t)
+    for shape, strides in layouts:
+        if shape == out_shape and not _launch.is_contiguous(shape, strides):
+            order = _launch.dense_order(shape, strides)
             if order is not None:
                 return order
     return list(range(len(out_shape)))
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How one problem (output shape, operand shapes and strides) launches:
+    a pure function of those sizes, so it is computed once per problem."""
+
+    flat_shape: tuple[int, ...]  # the output, contiguous in iteration order
+    order: tuple[int, ...] | None  # iteration order of the caller's dims (None: theirs)
+    gather: bool  # the operands are copied into iteration order first (too many dims)
+    sizes: tuple[int, ...]  # size1..size3 of the kernel (size0 is implied)
+    strides: tuple[tuple[int, ...], ...]  # per operand, stride0..stride3
+    n_elements: int
+    grid: tuple[int]
+    meta: dict
+
+
+def _launch_meta(n_elements: int, element_size: int, rank: int, int64: bool) -> tuple[tuple[int], dict]:
+    block, num_warps = _launch.pointwise_launch(n_elements, element_size)
+    meta = {"RANK": rank, "INT64": int64, "BLOCK_SIZE": block, "num_warps": num_warps}
+    return (_launch.cdiv(n_elements, block),), meta
+
+
+@functools.lru_cache(maxsize=1024)
+def _flat_layout(out_shape: tuple[int, ...], n_operands: int, element_size: int) -> _Layout:
+    """Everything contiguous and of the output's shape: one flat dim of stride 1."""
+    n_elements = math.prod(out_shape)
+    grid, meta = _launch_meta(n_elements, element_size, 1, _launch.offsets_need_int64(n_elements))
+    return _Layout(out_shape, None, False, (1, 1, 1), ((0, 0, 0, 1),) * n_operands, n_elements, grid, meta)
+
+
+@functools.lru_cache(maxsize=1024)
+def _strided_layout(out_shape: tuple[int, ...], layouts: Layouts, element_size: int) -> _Layout:
+    order = _iteration_order(out_shape, layouts)
+    flat_shape = tuple(out_shape[d] for d in order)
+    n_elements = math.prod(flat_shape)
+    views = []  # each operand's strides as expanded to out_shape, then permuted
+    for shape, strides in layouts:
+        expanded = _expanded_strides(out_shape, shape, strides)
+        views.append([expanded[d] for d in order])
+    shape, strides = _coalesce(list(flat_shape), views)
+    gather = len(shape) > _MAX_RANK
+    extents = [sum((n - 1) * st for n, st in zip(flat_shape, v) if n > 0) for v in views]
+    if gather:  # rare: the operands are gathered into iteration order, contiguous
+        shape, strides, extents = [n_elements], [[1] for _ in views], []
+    pad = _MAX_RANK - len(shape)
+    int64 = _launch.offsets_need_int64(max([n_elements, *extents]))
+    grid, meta = _launch_meta(n_elements, element_size, len(shape), int64)
+    identity = order == list(range(len(out_shape)))
+    return _Layout(
+        flat_shape, None if identity else tuple(order), gather, tuple(([1] * pad + shape)[1:]),
+        tuple(tuple([0] * pad + st) for st in strides), n_elements, grid, meta,
+    )  # fmt: skip
+
+
 class _Plan:
     """An output and its operands laid out for a flat strided launch."""
 
+    __slots__ = ("flat", "out", "n_elements", "operands", "sizes", "strides", "grid", "meta")
+
     def __init__(self, out_shape, out_dtype, device, operands: list[torch.Tensor]):
+        element_size = out_dtype.itemsize
         if all(t.is_contiguous() and t.shape == out_shape for t in operands):
-            self._flat_launch(out_shape, out_dtype, device, operands)
-            return
-        order = _iteration_order(out_shape, operands)
+            # The common case, checked first: it matters for host time on small tensors.
+            layout = _flat_layout(out_shape, len(operands), element_size)
+        else:
+            layouts = tuple((tuple(t.shape), t.stride()) for t in operands)
+            layout = _strided_layout(tuple(out_shape), layouts, element_size)
         # ``flat`` is contiguous in iteration order; ``out`` is the same
         # storage in the caller's dim order (a transposed input gives a
-        # transposed output, as torch's empty_like would).
-        self.flat = torch.empty([out_shape[d] for d in order], dtype=out_dtype, device=device)
-        self.out = self.flat.permute(_launch.inverse_permutation(order))
-        self.n_elements = self.flat.numel()
-        self.operands = [t.expand(out_shape).permute(order) for t in operands]
-        shape, strides = _coalesce(list(self.flat.shape), [list(v.stride()) for v in self.operands])
-        if len(shape) > _MAX_RANK:  # rare: gather the operands into iteration order
-            self.operands = [v.contiguous() for v in self.operands]
-            shape, strides = _coalesce(list(self.flat.shape), [list(v.stride()) for v in self.operands])
-        pad = _MAX_RANK - len(shape)
-        self.sizes = ([1] * pad + shape)[1:]  # size0 is implied by n_elements
-        self.strides = [[0] * pad + st for st in strides]
-        int64 = _launch.needs_int64(self.flat) or any(_launch.needs_int64(v) for v in self.operands)
-        self._set_launch(len(shape), int64)
-
-    def _flat_launch(self, out_shape, out_dtype, device, operands: list[torch.Tensor]) -> None:
-        """Fast path (it matters for host time on small tensors): everything
-        contiguous and of the output's shape is one flat dim of stride 1."""
-        self.flat = self.out = torch.empty(out_shape, dtype=out_dtype, device=device)
-        self.n_elements = self.flat.numel()
+        # transposed output, as torch's empty_like would). The kernel reads
+        # the operands through the layout's strides: the tensors themselves
+        # are passed, as their views would have the same data pointer.
+        self.flat = torch.empty(layout.flat_shape, dtype=out_dtype, device=device)
+        order = layout.order
+        self.out = self.flat if order is None else self.flat.permute(_launch.inverse_permutation(list(order)))
+        if layout.gather:
+            view_order = order or list(range(len(out_shape)))
+            operands = [t.expand(out_shape).permute(view_order).contiguous() for t in operands]
         self.operands = operands
-        self.sizes = [1, 1, 1]
-        self.strides = [[0, 0, 0, 1] for _ in operands]
-        self._set_launch(1, _launch.offsets_need_int64(self.n_elements))
-
-    def _set_launch(self, rank: int, int64: bool) -> None:
-        block, num_warps = _launch.pointwise_launch(self.n_elements, self.flat.element_size())
-        self.grid = (_launch.cdiv(self.n_elements, block),)
-        self.meta = {"RANK": rank, "INT64": int64, "BLOCK_SIZE": block, "num_warps": num_warps}
+        self.n_elements = layout.n_elements
+        self.sizes = layout.sizes
+        self.strides = layout.strides
+        self.grid = layout.grid
+        self.meta = layout.meta
 
 
 def _broadcast_shape(a: torch.Size, b: torch.Size) -> torch.Size:
@@ -253,7 +314,9 @@ def _check_alpha(alpha, result_dtype: torch.dtype) -> None:
 
 def _fp64_scalar(value, compute) -> float:
     """The fp64-typed copy of a kernel scalar (0.0 where only integer math runs)."""
-    return float(value) if compute == tl.float64 else 0.0
+    # ``is``: Triton's dtype ``==`` costs a few calls on the host, and
+    # _compute_dtype hands out its module-level dtype objects.
+    return float(value) if compute is tl.float64 else 0.0
 
 
 def _as_scalar(value, device: torch.device):

@@ -10,8 +10,11 @@ A complex sum or mean is that of its real and imaginary parts.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -144,41 +147,103 @@ def _identity(dtype: torch.dtype, is_max: bool):
     return 0 if dtype == torch.bool else torch.iinfo(dtype).min
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """One launch of a reduction: the previous result (the input, first)
+    seen as (outer, reduce, inner) is reduced into a new ``dst``."""
+
+    kernel: Any
+    grid: tuple[int, int]
+    dst_shape: tuple[int, int, int]
+    dst_dtype: torch.dtype
+    sizes: tuple[int, int, int]  # the kernel's three size arguments
+    scale: float
+    meta: dict
+
+
+def _passes(
+    n_outer: int, n_reduce: int, n_inner: int, is_max: bool, x_dtype: torch.dtype,
+    out_dtype: torch.dtype, acc_dtype: torch.dtype, scale: float,
+) -> tuple[_Pass, ...]:  # fmt: skip
+    """The launches that reduce the middle axis of a contiguous (outer,
+    reduce, inner) tensor of ``x_dtype`` into (outer, inner) of ``out_dtype``:
+    one, or two when the reduced axis is split into partial results."""
+    launch = _launch.reduce_launch(n_outer, n_reduce, n_inner)
+    split = launch.n_splits > 1
+    meta = {
+        "IS_MAX": is_max,
+        # Partial results stay in the accumulator dtype; the scale waits for the final pass.
+        "APPLY_SCALE": scale != 1 and not split,
+        "IDENTITY": _identity(x_dtype, is_max),
+        "ACC": _launch.tl_dtype(acc_dtype),
+        "num_warps": launch.num_warps,
+    }
+    dst_shape = (n_outer, launch.n_splits, n_inner)
+    dst_dtype = acc_dtype if split else out_dtype
+    if n_inner == 1:
+        grid = (_launch.cdiv(n_outer, launch.block_outer), launch.n_splits)
+        meta.update(BLOCK_M=launch.block_outer, BLOCK_N=launch.block_reduce)
+        sizes = (n_outer, n_reduce, launch.per_split)
+        first = _Pass(_reduce_rows_kernel, grid, dst_shape, dst_dtype, sizes, scale, meta)
+    else:
+        grid = (n_outer * _launch.cdiv(n_inner, launch.block_inner), launch.n_splits)
+        meta.update(BLOCK_N=launch.block_reduce, BLOCK_K=launch.block_inner, STAGES=launch.stages)
+        sizes = (n_reduce, n_inner, launch.per_split)
+        first = _Pass(_reduce_columns_kernel, grid, dst_shape, dst_dtype, sizes, scale, meta)
+    if not split:
+        return (first,)
+    return (first, *_passes(n_outer, launch.n_splits, n_inner, is_max, acc_dtype, out_dtype, acc_dtype, scale))
+
+
+def _run(x: torch.Tensor, passes: tuple[_Pass, ...]) -> torch.Tensor:
+    """Launch ``passes`` on ``x``; the last pass's (outer, splits=1, inner) result."""
+    for p in passes:
+        dst = torch.empty(p.dst_shape, dtype=p.dst_dtype, device=x.device)
+        p.kernel[p.grid](x, dst, p.scale, p.scale, *p.sizes, **p.meta)
+        x = dst
+    return x
+
+
 def _reduce_3d(
     x: torch.Tensor, n_outer: int, n_reduce: int, n_inner: int, is_max: bool,
     out_dtype: torch.dtype, acc_dtype: torch.dtype, scale: float,
 ) -> torch.Tensor:  # fmt: skip
     """Reduce the middle axis of contiguous ``x`` seen as (outer, reduce,
     inner); returns a contiguous (outer, inner) tensor of ``out_dtype``."""
-    launch = _launch.reduce_launch(n_outer, n_reduce, n_inner)
-    split = launch.n_splits > 1
-    # Partial results stay in the accumulator dtype; the scale waits for the
-    # final pass.
-    dst = torch.empty(
-        (n_outer, launch.n_splits, n_inner), dtype=acc_dtype if split else out_dtype, device=x.device
+    passes = _passes(n_outer, n_reduce, n_inner, is_max, x.dtype, out_dtype, acc_dtype, scale)
+    return _run(x, passes).view(n_outer, n_inner)
+
+
+@functools.lru_cache(maxsize=1024)
+def _contiguous_plan(
+    shape: tuple[int, ...], dim: int | tuple[int, ...] | None, keepdim: bool, is_max: bool,
+    in_dtype: torch.dtype, out_dtype: torch.dtype, mean: bool, name: str, limits: tuple,
+) -> tuple[tuple[int, ...], tuple[_Pass, ...]] | None:  # fmt: skip
+    """(output shape, passes) of a reduction of a contiguous tensor over one
+    run of adjacent dims, or None where the general path must decide (an
+    empty result or reduced extent, reduced dims apart). ``limits``: the
+    launch limits it was planned under (tests change them)."""
+    ndim = len(shape)
+    dims = _normalize_dims(dim, ndim, name)
+    if dims and dims[-1] - dims[0] != len(dims) - 1:
+        return None
+    out_shape = _out_shape(shape, dims, keepdim)
+    n_reduced = math.prod(shape[d] for d in dims)
+    if math.prod(out_shape) == 0 or n_reduced == 0:
+        return None
+    start, end = (dims[0], dims[-1] + 1) if dims else (ndim, ndim)
+    acc_dtype = _acc_dtype(in_dtype if is_max else out_dtype)
+    scale = 1.0 / n_reduced if mean else 1.0
+    passes = _passes(
+        math.prod(shape[:start]), n_reduced, math.prod(shape[end:]), is_max, in_dtype, out_dtype, acc_dtype, scale
     )
-    meta = {
-        "IS_MAX": is_max,
-        "APPLY_SCALE": scale != 1 and not split,
-        "IDENTITY": _identity(x.dtype, is_max),
-        "ACC": _launch.tl_dtype(acc_dtype),
-        "num_warps": launch.num_warps,
-    }
-    if n_inner == 1:
-        grid = (_launch.cdiv(n_outer, launch.block_outer), launch.n_splits)
-        _reduce_rows_kernel[grid](
-            x, dst, scale, scale, n_outer, n_reduce, launch.per_split,
-            BLOCK_M=launch.block_outer, BLOCK_N=launch.block_reduce, **meta,
-        )  # fmt: skip
-    else:
-        grid = (n_outer * _launch.cdiv(n_inner, launch.block_inner), launch.n_splits)
-        _reduce_columns_kernel[grid](
-            x, dst, scale, scale, n_reduce, n_inner, launch.per_split,
-            BLOCK_N=launch.block_reduce, BLOCK_K=launch.block_inner, STAGES=launch.stages, **meta,
-        )  # fmt: skip
-    if split:
-        return _reduce_3d(dst, n_outer, launch.n_splits, n_inner, is_max, out_dtype, acc_dtype, scale)
-    return dst.view(n_outer, n_inner)
+    return tuple(out_shape), passes
+
+
+def _out_shape(shape, dims: list[int], keepdim: bool) -> list[int]:
+    if keepdim:
+        return [1 if d in dims else s for d, s in enumerate(shape)]
+    return [s for d, s in enumerate(shape) if d not in dims]
 
 
 def _normalize_dims(dim, ndim: int, name: str) -> list[int]:
@@ -203,12 +268,19 @@ def _normalize_dims(dim, ndim: int, name: str) -> list[int]:
 def _reduce(
     input: torch.Tensor, dim, keepdim: bool, is_max: bool, out_dtype: torch.dtype, name: str, mean: bool = False
 ) -> torch.Tensor:
+    if input.is_contiguous():
+        # Fast path, planned once per problem: one run of adjacent reduced
+        # dims of a contiguous tensor.
+        dim_key = tuple(dim) if isinstance(dim, (list, tuple)) else dim
+        plan = _contiguous_plan(
+            input.shape, dim_key, keepdim, is_max, input.dtype, out_dtype, mean, name, _launch.reduce_limits()
+        )
+        if plan is not None:
+            out_shape, passes = plan
+            return _run(input, passes).view(out_shape)
     ndim = input.dim()
     dims = _normalize_dims(dim, ndim, name)
-    if keepdim:
-        out_shape = [1 if d in dims else s for d, s in enumerate(input.shape)]
-    else:
-        out_shape = [s for d, s in enumerate(input.shape) if d not in dims]
+    out_shape = _out_shape(input.shape, dims, keepdim)
     n_reduced = math.prod(input.shape[d] for d in dims)
     acc_dtype = _acc_dtype(input.dtype if is_max else out_dtype)
     if math.prod(out_shape) == 0:
@@ -225,14 +297,6 @@ def _reduce(
         return torch.full(out_shape, math.nan if mean else 0, dtype=out_dtype, device=input.device)
 
     scale = 1.0 / n_reduced if mean else 1.0
-    if input.is_contiguous() and (not dims or dims[-1] - dims[0] == len(dims) - 1):
-        # Fast path: one run of adjacent reduced dims of a contiguous tensor.
-        start, end = (dims[0], dims[-1] + 1) if dims else (ndim, ndim)
-        shape = input.shape
-        result = _reduce_3d(
-            input, math.prod(shape[:start]), n_reduced, math.prod(shape[end:]), is_max, out_dtype, acc_dtype, scale
-        )
-        return result.view(out_shape)
 
     # View the input in memory order: a transposed tensor is a permuted
     # contiguous one. Anything with gaps (slices) is copied once.
