@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from ..config import Config
+from ..history import STATE_DIR
 from ..failed_cases import FAILED_FIRST_OPTION
 from ..mapping import Candidate, CandidateMap, local_imports, selection_for
 
 # The override layer's variable (gemswatch.override.loading); the watcher does not import it.
 IMPORT_PATH_ENV = "GEMSWATCH_IMPORT_PATH"
+TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
 STAGE_COLUMNS = "240"  # the width pytest writes a stage's log at (config.yaml's env: may set COLUMNS)
 
 if TYPE_CHECKING:
@@ -108,6 +110,10 @@ def base_env(config: Config) -> dict[str, str]:
     # otherwise start a thread per core for any op over 32768 elements, and
     # parallel stages would fight for the cores. A user's setting wins.
     env.setdefault("OMP_NUM_THREADS", "1")
+    # Compiled kernels outlive the stage process in a folder of the project's
+    # own, so a save that did not change a kernel does not compile it again
+    # (the candidate's sandbox lets the worker write there). A user's setting wins.
+    env.setdefault(TRITON_CACHE_ENV, str(config.project / STATE_DIR / "triton-cache"))
     return env
 
 
