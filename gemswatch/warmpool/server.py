@@ -232,6 +232,11 @@ class Pool:
                 if state is not None and state[0] >= start_ns - MTIME_SLACK_NS:
                     raise PreloadError("changed", f"{path} changed while it was being preloaded")
                 self.files.setdefault(path, state)
+        # What creating the CUDA context changed in the preloaded modules is the
+        # spare's own doing; only what changes after it is pollution.
+        self.attrs = {
+            name: {k: id(v) for k, v in vars(sys.modules[name]).items()} for name in self.preload if name in sys.modules
+        }
         local = set(info["local_files"]) | {p for p in worker if not self._is_installed(p)}
         return {**info, "spare": True, "cuda_device": device, "worker": bool(worker),
                 "files": len(self.files), "local_files": sorted(local),
