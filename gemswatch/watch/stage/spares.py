@@ -262,6 +262,12 @@ class SpareStarter:
         if hit is not None:
             self.renew(f"{hit} changed")
 
+    def ready_count(self, slot: str | None = None) -> int:
+        """Spares ready now on ``slot`` (the first slot when None is not one)."""
+        with self._lock:
+            spares = self._slots.get(slot) if slot in self._slots else next(iter(self._slots.values()), [])
+            return sum(1 for p in spares or [] if p.ready.is_set() and not p.error)
+
     def lost(self, proc: SpareProcess) -> None:
         """Part of the starter surface: a spare's stage is never lost (its
         exit status is our child's own)."""
