@@ -19,7 +19,10 @@ Two figures, per op and case:
     ``torch.empty``, stride logic. Triton's own launcher is not in it.
 
 Each prints per case the median and p90 of the per-call times (us), and per
-op the median of the case medians and the p90 over all the op's calls.
+op the median of the case medians and the p90 over all the op's calls; (b)
+adds the floor (the least mean of 10 consecutive calls, steady where other
+work shares the cores) and the function calls one op call makes (Python and
+builtin, counted with ``sys.setprofile``: the same on any machine).
 With both parts, a last table splits gems' wall time into ours and the rest
 (Triton's launcher and the driver). ``--profile N`` runs part (b) under
 cProfile and prints the N costliest functions by their own time. Both parts
@@ -62,6 +65,7 @@ BENCHMARK_DIR = ROOT / "benchmark"
 TINY_DIM = 256
 TINY_NUMEL = 1 << 16
 MATRIX_KEYS = ("M", "N", "K")
+FLOOR_RUN = 10
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,13 @@ class Sample:
     @property
     def p90(self) -> float:
         return quantile(self.times_us, 0.9)
+
+    @property
+    def floor(self) -> float:
+        """The least mean of FLOOR_RUN consecutive calls: what a call costs
+        when nothing else takes the core, steady on a busy machine."""
+        runs = [self.times_us[i : i + FLOOR_RUN] for i in range(0, len(self.times_us) - FLOOR_RUN + 1, FLOOR_RUN)]
+        return min((statistics.fmean(r) for r in runs), default=self.median)
 
 
 def quantile(values: tuple[float, ...] | list[float], q: float) -> float:
@@ -276,9 +287,9 @@ def print_cases(title: str, columns: list[tuple[str, list[Sample]]]) -> None:
         print(f"{row[0].op:<12} {row[0].case[:52]:<52}{figures}{extra}")
 
 
-def per_op(samples: list[Sample]) -> dict[str, tuple[float, float, float]]:
+def per_op(samples: list[Sample]) -> dict[str, tuple[float, float, float, float]]:
     """op -> (median of its case medians, p90 of all its calls, median of
-    its cases' function calls)."""
+    its cases' function calls, median of its cases' floors)."""
     grouped: dict[str, list[Sample]] = {}
     for s in samples:
         grouped.setdefault(s.op, []).append(s)
@@ -287,6 +298,7 @@ def per_op(samples: list[Sample]) -> dict[str, tuple[float, float, float]]:
             statistics.median(s.median for s in group),
             quantile([t for s in group for t in s.times_us], 0.9),
             statistics.median(s.function_calls for s in group),
+            statistics.median(s.floor for s in group),
         )
         for op, group in grouped.items()
     }
@@ -297,12 +309,14 @@ def print_ops(title: str, columns: list[tuple[str, list[Sample]]]) -> None:
     summaries = [(name, per_op(samples)) for name, samples in columns]
     counted = not math.isnan(next(iter(summaries[0][1].values()))[2])
     print(f"{'op':<12}" + "".join(f"{name + ' med':>12}{name + ' p90':>12}" for name, _ in summaries)
-          + (f"{'fn calls':>10}" if counted else ""))  # fmt: skip
+          + (f"{'floor':>10}{'fn calls':>10}" if counted else ""))  # fmt: skip
     for op in summaries[0][1]:
         figures = "".join(f"{s[op][0]:12.1f}{s[op][1]:12.1f}" for _, s in summaries)
-        print(f"{op:<12}{figures}" + (f"{summaries[0][1][op][2]:10.0f}" if counted else ""))
+        ours_ = summaries[0][1][op]
+        print(f"{op:<12}{figures}" + (f"{ours_[3]:10.1f}{ours_[2]:10.0f}" if counted else ""))
     medians = [statistics.median(v[0] for v in s.values()) for _, s in summaries]
-    print(f"{'all ops':<12}" + "".join(f"{m:12.1f}{'':>12}" for m in medians))
+    floors = f"{statistics.median(v[3] for v in summaries[0][1].values()):10.1f}" if counted else ""
+    print(f"{'all ops':<12}" + "".join(f"{m:12.1f}{'':>12}" for m in medians) + floors)
 
 
 def part_b(benchmarks: list[Benchmark], dtypes, tiny: bool, n: int, warmup: int) -> list[Sample]:
@@ -337,7 +351,7 @@ def print_split(walls: list[Sample], ours_: list[Sample]) -> None:
     wall_ops, our_ops = per_op(walls), per_op(ours_)
     print("\nwhere gems' host time goes (us per call, medians): wall (a) = ours (b) + Triton and the driver")
     print(f"{'op':<12}{'wall':>10}{'ours':>10}{'triton':>10}")
-    for op, (wall_median, _, _) in wall_ops.items():
+    for op, (wall_median, *_) in wall_ops.items():
         mine = our_ops[op][0]
         print(f"{op:<12}{wall_median:10.1f}{mine:10.1f}{wall_median - mine:10.1f}")
 
