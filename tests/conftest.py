@@ -9,8 +9,9 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The correctness plugin adds --override, --override-config, --list-overrides,
-# --record and --output, and records candidate_calls per test case.
-pytest_plugins = ["gemswatch.testing.correctness"]
+# --gemswatch-record and --output, and records candidate_calls per test case;
+# upstream_spellings lets this checkout take upstream's --record as well.
+pytest_plugins = ["gemswatch.testing.correctness", "gemswatch.testing.upstream_spellings"]
 
 # Cases shared by an operator family live in a helper module; rewrite its
 # asserts like a test module's, so a failure shows both values.

@@ -330,7 +330,7 @@ class CorrectnessPlugin:
             self.status, self.message = self.decide()
             if self.status == "uncalled" and session.exitstatus == 0:
                 session.exitstatus = 1
-        if self.config.option.record == "json":
+        if self.config.option.gemswatch_record == "json":
             self.write_report(int(session.exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:

@@ -39,13 +39,21 @@ __all__ = ["ISOLATION_ENV", "SessionOverrides", "add_report_options", "write_jso
 ISOLATION_ENV = "GEMSWATCH_CANDIDATE_ISOLATION"
 
 
+# What to write, as --gemswatch-record: upstream FlagGems' own conftests
+# define --record (none or log), and a plugin loaded into their session must
+# not clash with them. A checkout of gemswatch's own takes --record too
+# (gemswatch.testing.upstream_spellings).
+RECORD_OPTION = dict(dest="gemswatch_record", default="none", choices=["none", "log", "json"],
+                     help="write results: none, log or json (default: none)")
+
+
 def add_report_options(parser: pytest.Parser) -> None:
-    """--record and --output, shared by tests/ and benchmark/ conftests; a
-    run that loads both registers them once."""
+    """--gemswatch-record and --output, shared by tests/ and benchmark/
+    conftests; a run that loads both registers them once."""
     group = parser.getgroup("gemswatch report", "result report options")
     for name, kwargs in (
-        ("--record", dict(default="none", choices=["none", "log", "json"], help="write results: none, log or json (default: none)")),
-        ("--output", dict(default=None, metavar="PATH", help="report path for --record json")),
+        ("--gemswatch-record", RECORD_OPTION),
+        ("--output", dict(default=None, metavar="PATH", help="report path for --gemswatch-record json (--record json)")),
     ):
         try:
             group.addoption(name, **kwargs)

@@ -30,7 +30,7 @@ TIMER = "wall_clock(median)" if DEVICE == "cpu" else "cuda_events(median, clean_
 
 PROBE = "gw_bench_probe"
 
-CONFTEST = 'pytest_plugins = ["gemswatch.testing.benchmark.plugin"]\n'
+CONFTEST = 'pytest_plugins = ["gemswatch.testing.benchmark.plugin", "gemswatch.testing.upstream_spellings"]\n'
 
 BENCHMARKS = """
 import sys

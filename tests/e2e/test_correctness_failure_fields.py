@@ -49,7 +49,7 @@ def test_passes():
 
 
 def test_records_name_their_test_a_readable_case_and_what_a_failure_was_on(pytester):
-    pytester.makeconftest('pytest_plugins = ["gemswatch.testing.correctness"]\n')
+    pytester.makeconftest('pytest_plugins = ["gemswatch.testing.correctness", "gemswatch.testing.upstream_spellings"]\n')
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--record", "json", "--output", "r.json")
     assert result.ret == 1

@@ -29,7 +29,7 @@ pytest_plugins = ["pytester"]
 CONFTEST = """
 import pathlib
 
-pytest_plugins = ["gemswatch.testing.correctness"]
+pytest_plugins = ["gemswatch.testing.correctness", "gemswatch.testing.upstream_spellings"]
 
 
 def pytest_configure(config):
@@ -689,7 +689,7 @@ def gems():
 
 @pytest.fixture
 def gems_suite(gems, pytester):
-    pytester.makepyfile(conftest='pytest_plugins = ["gemswatch.testing.correctness"]\n', test_gems_softmax=GEMS_TEST)
+    pytester.makepyfile(conftest='pytest_plugins = ["gemswatch.testing.correctness", "gemswatch.testing.upstream_spellings"]\n', test_gems_softmax=GEMS_TEST)
     (pytester.mkdir("candidates") / "softmax_v2.py").write_text(GEMS_CANDIDATE)
     return pytester
 

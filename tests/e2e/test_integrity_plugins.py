@@ -19,7 +19,7 @@ import gemswatch.testing.correctness  # noqa: F401
 pytest_plugins = ["pytester"]
 
 CONFTEST = """
-pytest_plugins = ["gemswatch.testing.correctness"]
+pytest_plugins = ["gemswatch.testing.correctness", "gemswatch.testing.upstream_spellings"]
 
 
 def pytest_configure(config):
@@ -301,7 +301,7 @@ def my_softmax(x, dim=-1):
 
 # -- the benchmark plugin ---------------------------------------------------------
 
-BENCH_CONFTEST = 'pytest_plugins = ["gemswatch.testing.benchmark.plugin"]\n'
+BENCH_CONFTEST = 'pytest_plugins = ["gemswatch.testing.benchmark.plugin", "gemswatch.testing.upstream_spellings"]\n'
 
 BENCHMARK = """
 import torch

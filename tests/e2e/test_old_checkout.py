@@ -53,3 +53,36 @@ def test_a_checkout_without_the_override_protocol_is_named_with_the_fix(tmp_path
     assert "unrecognized arguments" in first.get("detail", "")  # pytest's own words stay one step away
     assert not (checkout / ".gemswatch").exists()
     assert (mine / ".gemswatch" / "runs").is_dir()
+
+
+UPSTREAM_CONFTEST = """
+import pathlib
+
+
+def pytest_addoption(parser):
+    # upstream FlagGems' own options of these names (tests/ and benchmark/ conftests)
+    parser.addoption("--record", default="none", choices=["none", "log"])
+    parser.addoption("--level", default="comprehensive", choices=["core", "comprehensive"])
+    parser.addoption("--warmup", default=25)
+    parser.addoption("--iter", default=100)
+    parser.addoption("--query", action="store_true", default=False)
+    parser.addoption("--dtypes", action="append", default=None)
+
+
+def pytest_configure(config):
+    pathlib.Path("upstream.txt").write_text(f"{config.getoption('--record')} {config.getoption('--level')}")
+"""
+
+pytest_plugins = ["pytester"]
+
+
+def test_our_plugins_load_into_a_session_whose_conftest_has_upstream_option_names(pytester):
+    pytester.makeconftest(UPSTREAM_CONFTEST)
+    pytester.makepyfile(test_upstream="def test_one():\n    assert True\n")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "gemswatch.testing.correctness", "-p", "gemswatch.testing.benchmark.plugin",
+        "--record", "log", "--level", "core", "--gemswatch-record", "json", "--output", "ours.json",
+    )
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert (pytester.path / "upstream.txt").read_text() == "log core"  # upstream's options are upstream's
+    assert (pytester.path / "ours.json").exists()  # and ours are ours

@@ -37,7 +37,7 @@ PROJECT = {
             pass
         """,
     "benchmark/conftest.py": """\
-        pytest_plugins = ["gemswatch.testing.benchmark.plugin"]
+        pytest_plugins = ["gemswatch.testing.benchmark.plugin", "gemswatch.testing.upstream_spellings"]
         """,
     "benchmark/test_perf.py": """\
         import torch

@@ -48,7 +48,7 @@ FILES = {
             return [2 * x for x in xs]
         ''',
     "tests/conftest.py": """\
-        pytest_plugins = ["gemswatch.testing.correctness"]
+        pytest_plugins = ["gemswatch.testing.correctness", "gemswatch.testing.upstream_spellings"]
         """,
     "tests/test_ops.py": """\
         import math

@@ -12,7 +12,7 @@ def project(tmp_path: Path) -> tuple[Path, Path, Path]:
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "test_softmax.py").write_text("def test_it():\n    assert softmax_is_right()\n")
-    (tests / "conftest.py").write_text("pytest_plugins = ['gemswatch.testing.correctness']\n")
+    (tests / "conftest.py").write_text("pytest_plugins = ['gemswatch.testing.correctness', 'gemswatch.testing.upstream_spellings']\n")
     return tmp_path, tests / "test_softmax.py", tests / "conftest.py"
 
 

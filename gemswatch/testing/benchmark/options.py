@@ -1,7 +1,12 @@
 """Benchmark command-line options and their validation.
 
 The option names, choices and defaults are FlagGems' benchmark options, so a
-command line written for an upstream checkout works here. Validation follows
+command line written for an upstream checkout works here. The ones
+upstream's conftests define themselves (``SHARED``: --level, --warmup,
+--iter, --dtypes, --query, and --record) are registered as ``--gemswatch-X``,
+so this plugin can load into an upstream session without a clash; this
+checkout's own conftests take the upstream spelling too
+(:mod:`gemswatch.testing.upstream_spellings`). Validation follows
 upstream's order; every conflict is a ``pytest.UsageError`` (exit 4) with a
 one-line message.
 
@@ -19,7 +24,7 @@ import pytest
 
 from .cases import LEVELS
 
-__all__ = ["BenchOptions", "DTYPE_CHOICES", "DEFAULT_OUTPUTS", "add_options", "read_options"]
+__all__ = ["BenchOptions", "DTYPE_CHOICES", "DEFAULT_OUTPUTS", "SHARED", "add_options", "read_options"]
 
 DTYPE_CHOICES = ("float16", "float32", "bfloat16", "int16", "int32", "bool", "complex64")
 DEFAULT_WARMUP_MS = 1000
@@ -43,23 +48,30 @@ def _milliseconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
 
 
+# Upstream spelling -> its addoption arguments; registered as --gemswatch-<name>.
+SHARED: dict[str, dict] = {
+    "--level": dict(dest="gemswatch_level", default=None, choices=list(LEVELS),
+                    help="case set to run (default: comprehensive; core under --reference-only)"),
+    "--warmup": dict(dest="gemswatch_warmup", default=DEFAULT_WARMUP_MS, type=_milliseconds, metavar="MS",
+                     help=f"warmup time per timed function in ms (default {DEFAULT_WARMUP_MS})"),
+    "--iter": dict(dest="gemswatch_iter", default=DEFAULT_ITER_MS, type=_milliseconds, metavar="MS",
+                   help=f"measuring time per timed function in ms (default {DEFAULT_ITER_MS})"),
+    "--dtypes": dict(dest="gemswatch_dtypes", action="append", default=None, choices=list(DTYPE_CHOICES),
+                     help="benchmark only these dtypes (repeatable)"),
+    "--query": dict(dest="gemswatch_query", action="store_true", default=False,
+                    help="print the planned shapes of each benchmark and run nothing"),
+}
+
+
 def add_options(parser: pytest.Parser) -> None:
-    """Register the benchmark options in the "benchmark" group (--record and
-    --output come from the shared report options)."""
+    """Register the benchmark options in the "benchmark" group (--gemswatch-record
+    and --output come from the shared report options)."""
     group = parser.getgroup("benchmark", "gems benchmark options")
     add = group.addoption
     add("--reference-only", action="store_true", default=False,
         help="run only the torch baseline of each case and write flaggems.reference/v2")
-    add("--level", default=None, choices=list(LEVELS),
-        help="case set to run (default: comprehensive; core under --reference-only)")
-    add("--warmup", default=DEFAULT_WARMUP_MS, type=_milliseconds, metavar="MS",
-        help=f"warmup time per timed function in ms (default {DEFAULT_WARMUP_MS})")
-    add("--iter", default=DEFAULT_ITER_MS, type=_milliseconds, metavar="MS",
-        help=f"measuring time per timed function in ms (default {DEFAULT_ITER_MS})")
-    add("--dtypes", action="append", default=None, choices=list(DTYPE_CHOICES),
-        help="benchmark only these dtypes (repeatable)")
-    add("--query", action="store_true", default=False,
-        help="print the planned shapes of each benchmark and run nothing")
+    for name, kwargs in SHARED.items():
+        add("--gemswatch-" + name[2:], **kwargs)
     add("--list-cases", action="store_true", default=False,
         help="write the tensor-free case list (flaggems.benchmark-case-list/v2) to --output and run nothing")
     add("--case-id", action="append", default=None, metavar="ID",
@@ -167,7 +179,9 @@ def read_options(config: pytest.Config) -> BenchOptions:
         pytest.UsageError: on conflicting or out-of-range options, or an
             --output whose folder does not exist.
     """
-    o = config.option
+    o = argparse.Namespace(**vars(config.option))
+    for name, kwargs in {**SHARED, "--record": {"dest": "gemswatch_record"}}.items():
+        setattr(o, name[2:], getattr(o, kwargs["dest"], None))  # the checks below speak upstream's names
     _check_conflicts(o)
     mode = _mode(o)
     level = o.level or ("core" if mode == "reference" else "comprehensive")
