@@ -1,7 +1,8 @@
 """The save-to-verdict loop, measured: warm start, the real watcher, the
 hand-run chain, many files at once, and the idle watcher.
 
-    python scripts/loop_benchmark.py [--repeat N] [--keep]
+    python scripts/loop_benchmark.py [--repeat N] [--only abcdefg] [--keep]
+    python scripts/loop_benchmark.py --only g [--device cpu] [--spares on]
 
 Everything runs on this machine in one go, in a scratch copy of the project
 (its ``.gemswatch/`` is never touched), and prints figures and their ratios
@@ -16,10 +17,20 @@ against the goals of the warm-start issue:
   (c) the same two verdicts by hand: the preflight and the correctness
       command lines the watcher uses, run cold one after the other;
   (d) 16 files saved at once, ``--jobs 1`` vs ``--jobs 2``;
-  (e) the idle watcher's CPU and resident memory (and the pool's);
+  (e) the idle watcher's CPU and resident memory (and the pool's), and
+      before any save with ``spares: off`` and ``on`` (and the spares');
   (f) save -> correctness verdict, warm, with the candidate judged from a
       worker process of its own (the default) and in the judging process
-      (``GEMSWATCH_CANDIDATE_ISOLATION=off``), rounds A B B A.
+      (``GEMSWATCH_CANDIDATE_ISOLATION=off``), rounds A B B A;
+  (g) the loop on the stages' device (``--only g``; a GPU where CUDA is
+      present, else the CPU, or ``--device cpu``): stage start from a spare,
+      the warm pool and cold (a stage that also initialises the device);
+      then one watcher (spares as ``--spares`` says; on for a GPU) with an
+      empty Triton cache: the first save after start, saves that change only
+      a comment (the Triton cache must gain no kernel) and saves that change
+      a constant in the kernel, each save -> preflight and save ->
+      correctness, against the GPU goals (<= 2.0 s for an unchanged
+      kernel, <= 4.0 s for a changed one, spare start <= 0.1 x cold).
 
 It is a measurement, not a test: nothing fails, it reports.
 """
@@ -43,7 +54,9 @@ sys.path.insert(0, str(ROOT))
 
 from gemswatch.watch.config import load_config  # noqa: E402
 from gemswatch.watch.mapping import CandidateMap  # noqa: E402
+from gemswatch.watch.devices import detect_devices  # noqa: E402
 from gemswatch.watch.stage.plan import base_env, stage_command  # noqa: E402
+from gemswatch.watch.stage.spares import SpareStarter  # noqa: E402
 from gemswatch.watch.stage.supervise import run_process  # noqa: E402
 from gemswatch.watch.stage.warm import WarmStarter  # noqa: E402
 
@@ -56,6 +69,9 @@ GOALS = {
     "cpu": 1.0,  # idle watcher: under 1 % CPU
     "rss": 80.0,  # ... and under 80 MB resident
     "isolation": 1.15,  # save -> correctness, judge out of process <= 1.15 x in process
+    "spare_start": 0.1,  # (g) spare stage start <= 0.1 x cold
+    "unchanged": 2.0,  # (g) save -> correctness, kernel unchanged, seconds
+    "changed": 4.0,  # (g) save -> correctness, a constant of the kernel changed, seconds
 }
 
 
@@ -386,6 +402,172 @@ def idle(watcher: Watcher, seconds: float = 10.0) -> dict[str, float]:
     }
 
 
+def idle_with_spares(proj: Path, seconds: float = 10.0) -> dict[str, dict[str, float]]:
+    """The idle watcher (no save yet) with ``spares: off`` (the warm pool) and
+    ``spares: on``: its CPU and RSS, and those of the processes it keeps
+    (the pool, or the spares with their pre-started workers)."""
+    config = proj / "config.yaml"
+    original = config.read_text()
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for setting, note in (("off", "warm start: pool"), ("on", "spare stages ready")):
+            config.write_text(original + f"\nspares: {setting}\n")
+            w = Watcher(proj, "candidates/", "--no-initial")
+            try:
+                w.wait_note(note, 240)
+                time.sleep(3.0)  # every spare ready, none still importing
+                pid = w.proc.pid
+                kept = [c for c in _children(pid) if b"warmpool/server.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
+                kept += [g for c in kept for g in _children(c)]
+                hz = os.sysconf("SC_CLK_TCK")
+                t0, c0, k0 = time.monotonic(), _ticks(pid), sum(_ticks(k) for k in kept)
+                time.sleep(seconds)
+                dt = time.monotonic() - t0
+                out[setting] = {
+                    "cpu": (_ticks(pid) - c0) / hz / dt * 100,
+                    "rss": _rss_mb(pid),
+                    "kept": len(kept),
+                    "kept_cpu": (sum(_ticks(k) for k in kept) - k0) / hz / dt * 100,
+                    "kept_rss": sum(_rss_mb(k) for k in kept),
+                }
+            finally:
+                w.stop()
+    finally:
+        config.write_text(original)
+    return out
+
+
+# -- (g) the loop on the stages' device ----------------------------------------------------
+
+
+NOOP_DEVICE = """\
+import torch
+
+import gemswatch.gems  # noqa: F401  (what every stage imports: torch, triton, the library)
+
+
+def test_noop_on_the_device():
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda")  # the CUDA context a stage's first kernel needs
+"""
+
+
+def stage_start_modes(proj: Path, repeat: int, device: str) -> dict[str, float]:
+    """Median wall time of a trivial stage that touches the device: from a
+    spare, forked from the warm pool, and cold."""
+    (proj / "tests" / "test_zz_noop_device.py").write_text(NOOP_DEVICE)
+    cfg = load_config(proj / "config.yaml")
+    env = base_env(cfg)
+    slot = detect_devices().slots[0] if device == "cuda" else None
+    stage_env = dict(env, **({"CUDA_VISIBLE_DEVICES": slot} if slot is not None else {}))
+    spares = SpareStarter(log_path=proj / ".gemswatch" / "spares.log")
+    spares.configure(enabled=True, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=env,
+                     slots=[slot], per_slot=1, cuda=device == "cuda")
+    warm = WarmStarter(log_path=proj / ".gemswatch" / "warm.log")
+    warm.configure(enabled=True, python=cfg.python, cwd=cfg.project, preload=cfg.preload, env=env)
+    cmd = [cfg.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_zz_noop_device.py"]
+    times: dict[str, list[float]] = {"spare": [], "warm": [], "cold": []}
+    try:
+        for i in range(repeat + 1):  # the first round waits for the pool: not counted
+            for mode, starter in (("spare", spares), ("warm", warm), ("cold", None)):
+                if mode == "spare":
+                    end = time.monotonic() + 180
+                    while spares.ready_count(slot) < 1 and time.monotonic() < end:
+                        time.sleep(0.05)  # a stage that finds its spare ready (the replacement is not timed)
+                t0 = time.perf_counter()
+                o = run_process(cmd, cwd=proj, env={**stage_env, "GEMSWATCH_RUN_ID": f"bench-g{i}"},
+                                log_path=proj / f"start-{mode}.log", timeout=180, cancel=threading.Event(), warm=starter)
+                dt = time.perf_counter() - t0
+                if o.returncode != 0 or o.warm != (mode != "cold"):
+                    print(f"  note: {mode} start: exit {o.returncode}, warm={o.warm}; see {proj / f'start-{mode}.log'}")
+                if i:
+                    times[mode].append(dt)
+    finally:
+        spares.shutdown()
+        warm.shutdown()
+        (proj / "tests" / "test_zz_noop_device.py").unlink()
+    return {k: median(v) for k, v in times.items()}
+
+
+def cache_entries(folder: Path) -> set[str]:
+    """The compiled artefacts in a Triton cache folder (one subfolder per hash)."""
+    return {d.name for d in folder.iterdir() if d.is_dir()} if folder.is_dir() else set()
+
+
+_KERNEL_LINE = "    cols = tl.arange(0, BLOCK_COLS)\n"
+
+
+def changed_constant(text: str, value: int) -> str:
+    """The softmax candidate with one more constant in its kernel (folded
+    away by the compiler: results stay the same, the kernel's source does not)."""
+    if _KERNEL_LINE not in text:
+        raise SystemExit(f"{SOFTMAX}: no line {_KERNEL_LINE.strip()!r} to change a constant after")
+    return text.replace(_KERNEL_LINE, _KERNEL_LINE.rstrip("\n") + f" + 0 * {value}\n", 1)
+
+
+def device_loop(proj: Path, repeat: int, spares: str) -> dict[str, dict[str, float]]:
+    """One watcher, empty Triton cache: the first save after start, comment
+    saves and kernel-constant saves (save -> preflight, -> correctness)."""
+    cache = proj / ".gemswatch" / "triton-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    config = proj / "config.yaml"
+    original_config = config.read_text()
+    config.write_text(original_config + f"\nspares: {spares}\n")
+    target = proj / SOFTMAX
+    original = target.read_text()
+    w = Watcher(proj, "candidates/", "--no-initial")
+    rows: dict[str, dict[str, list[float]]] = {}
+    try:
+        w.wait_note("spare stages ready" if spares == "on" else "warm start: pool", 240)
+        time.sleep(1.0)
+
+        def save(label: str, text: str) -> None:
+            before = cache_entries(cache)
+            t0 = time.monotonic()
+            target.write_text(text)
+            digest = sha(target)
+            row = rows.setdefault(label, {"preflight": [], "correctness": [], "kernels": []})
+            for stage in ("preflight", "correctness"):
+                t, e = w.wait(
+                    lambda e, s=stage: e["event"] == "stage_finished" and e["stage"] == s and e["content_sha256"] == digest,
+                    300, f"{stage} of {label}",
+                )
+                if e["status"] != "passed":
+                    print(f"  note: {label} {stage}: {e['status']} {e.get('message', '')[:160]}")
+                row[stage].append(t - t0)
+            w.wait(lambda e: e["event"] == "run_finished" and e["content_sha256"] == digest, 60, "run_finished")
+            row["kernels"].append(float(len(cache_entries(cache) - before)))
+            time.sleep(0.5)
+
+        save("first save after start", original + "\n# loop benchmark: first save\n")
+        for i in range(repeat):
+            save("comment-only save", original + f"\n# loop benchmark: comment {i}\n")
+        for i in range(repeat):
+            save("kernel constant changed", changed_constant(original, i + 1))
+    finally:
+        w.stop()
+        target.write_text(original)
+        config.write_text(original_config)
+    return {label: {k: median(v) for k, v in row.items()} for label, row in rows.items()}
+
+
+def device_part(proj: Path, repeat: int, device: str, spares: str) -> dict[str, float]:
+    print(f"(g) the loop on the device: {device} (spares: {spares}; medians of {repeat})", flush=True)
+    g = stage_start_modes(proj, repeat, device)
+    print(f"    stage start   spare {g['spare']:6.3f} s   warm {g['warm']:6.3f} s   cold {g['cold']:6.3f} s"
+          f"   spare/cold {g['spare'] / g['cold']:.3f}   warm/cold {g['warm'] / g['cold']:.3f}", flush=True)
+    loop = device_loop(proj, repeat, spares)
+    for label, row in loop.items():
+        print(f"    {label:24s} save->preflight {row['preflight']:6.3f} s   save->correctness {row['correctness']:6.3f} s"
+              f"   new Triton cache entries {row['kernels']:.0f}", flush=True)
+    return {
+        "spare_start": g["spare"] / g["cold"],
+        "unchanged": loop["comment-only save"]["correctness"],
+        "changed": loop["kernel constant changed"]["correctness"],
+        "comment_kernels": loop["comment-only save"]["kernels"],
+    }
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -396,7 +578,12 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="measurements per figure (medians are shown)")
-    ap.add_argument("--only", default="abcdef", help="the parts to run, e.g. `d` or `abc` (default: abcdef)")
+    ap.add_argument("--only", default="abcdef", help="the parts to run, e.g. `d`, `abc` or `g` (default: abcdef)")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                    help="(g) the stages' device (default: cuda when a GPU is visible)")
+    ap.add_argument("--repeat-g", type=int, default=3, help="(g) measurements per figure (default 3: it stays under ~5 minutes on a GPU)")
+    ap.add_argument("--spares", choices=("on", "off", "auto"), default="on",
+                    help="(g) the watcher's spares: setting (default on)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch project")
     args = ap.parse_args()
     parts = set(args.only)
@@ -426,6 +613,11 @@ def main() -> int:
                 print("(e) idle watcher over 10 s (after (b))")
                 print(f"    watcher CPU {e['cpu']:.2f} %   RSS {e['rss']:.1f} MB   (warm pool: CPU {e['pool_cpu']:.2f} %, RSS {e['pool_rss']:.0f} MB)", flush=True)
                 ratios["cpu"], ratios["rss"] = e["cpu"], e["rss"]
+        if "e" in parts:
+            print("(e) idle watcher before any save over 10 s: spares off (the warm pool) and on", flush=True)
+            for setting, row in idle_with_spares(proj).items():
+                print(f"    spares {setting:3s}  watcher CPU {row['cpu']:.2f} %   RSS {row['rss']:.1f} MB   "
+                      f"({row['kept']:.0f} processes it keeps: CPU {row['kept_cpu']:.2f} %, RSS {row['kept_rss']:.0f} MB)", flush=True)
         if "b" in parts:
             b_cold, _ = save_to_verdict(proj, max(2, args.repeat // 2), cold=True)
             print(f"    --cold preflight {b_cold['preflight']:6.3f} s   correctness {b_cold['correctness']:6.3f} s", flush=True)
@@ -450,6 +642,11 @@ def main() -> int:
             f = isolation_cost(proj, args.repeat)
             print(f"    worker {f['worker']:6.3f} s   in process {f['off']:6.3f} s   ratio {f['worker'] / f['off']:.3f}", flush=True)
             ratios["isolation"] = f["worker"] / f["off"]
+        if "g" in parts:
+            device = args.device if args.device != "auto" else detect_devices().kind
+            if device == "cpu":
+                os.environ["GEMSWATCH_DEVICE"] = "cpu"  # the stages and the watcher's device detection
+            ratios.update(device_part(proj, args.repeat_g, device, args.spares))
     finally:
         if args.keep:
             print(f"scratch project kept in {proj}")
@@ -465,6 +662,10 @@ def main() -> int:
         ("cpu", "idle watcher CPU", "{:.2f} %", f"< {GOALS['cpu']} %", lambda v: v < GOALS["cpu"]),
         ("rss", "idle watcher RSS", "{:.1f} MB", f"< {GOALS['rss']:.0f} MB", lambda v: v < GOALS["rss"]),
         ("isolation", "save->correctness, isolated / in process", "{:.3f}", f"<= {GOALS['isolation']}", lambda v: v <= GOALS["isolation"]),
+        ("spare_start", "(g) spare stage start / cold", "{:.3f}", f"<= {GOALS['spare_start']}", lambda v: v <= GOALS["spare_start"]),
+        ("unchanged", "(g) save->correctness, comment only", "{:.2f} s", f"<= {GOALS['unchanged']} s", lambda v: v <= GOALS["unchanged"]),
+        ("changed", "(g) save->correctness, kernel changed", "{:.2f} s", f"<= {GOALS['changed']} s", lambda v: v <= GOALS["changed"]),
+        ("comment_kernels", "(g) kernels compiled by a comment save", "{:.0f}", "0", lambda v: v == 0),
     ]
     for key, label, fmt, goal, ok in rows:
         if key in ratios:
