@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import inspect
 
 import torch
 import triton
@@ -291,6 +293,20 @@ _tiles: dict[tuple, tuple] = {}
 
 
 @functools.cache
+def _kernels_tag() -> str:
+    """A digest of the kernels' source and the tile list: the tuning files
+    are named after it, so an edited kernel is tuned afresh (an edited
+    launcher is not)."""
+    kernels = (_tile_coords, _epilogue, _addmm_kernel, _sum_splits_kernel, _addmm_tma_kernel)
+    text = "".join(inspect.getsource(k.fn) for k in kernels) + repr(_TILES) + repr(_SPLIT_TILES) + repr(_SPLITS)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _tuning_name(kernel: str) -> str:
+    return f"{kernel}-{_kernels_tag()}"
+
+
+@functools.cache
 def _device_name(index: int) -> str:
     return torch.cuda.get_device_name(index)
 
@@ -421,7 +437,7 @@ def _tuned_tile(kernel: str, key: tuple, out: torch.Tensor, run, restore: bool) 
     tile = _tiles.get(key)
     if tile is None:
         tile = _tune.tuner().choose(
-            kernel, _device_of(out), key, _TILES, lambda t: functools.partial(run, _tile_meta(t)),
+            _tuning_name(kernel), _device_of(out), key, _TILES, lambda t: functools.partial(run, _tile_meta(t)),
             restore=out if restore else None,
         )  # fmt: skip
         _tiles[key] = tile
@@ -550,8 +566,9 @@ def _split_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, restore: b
 
         disk_key = (M, N, K, str(mat1.dtype)[6:], *key[4:7])
         _split_plans[key] = _tune.tuner().choose(
-            "addmm_split_k", _device_of(out), disk_key, [None, *plans], call, restore=out if restore else None
-        )
+            _tuning_name("addmm_split_k"), _device_of(out), disk_key, [None, *plans], call,
+            restore=out if restore else None,
+        )  # fmt: skip
     return _split_plans[key]
 
 
