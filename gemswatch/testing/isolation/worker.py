@@ -2,7 +2,9 @@
 
 Started by the judge (:mod:`.judge`), forked from it before any candidate is
 loaded (or, when the judge has already initialised CUDA, as a fresh
-interpreter). It serves one request at a time on its socket:
+interpreter; or, in a spare stage, ahead of the stage by the spare, and
+handed the stage before it loads a candidate: :func:`main_spare`). It
+serves one request at a time on its socket:
 
 - ``{"op": "load", "path", "shown"}``: execute the file (the same loader and
   the same error messages as an in-process override);

@@ -2,7 +2,8 @@
 
 It owns the way through a stage: its plan (command line, environment,
 files: :mod:`.plan`), an executor that starts and supervises it
-(:mod:`.executor`: a fresh local process or a fork from the warm pool, with
+(:mod:`.executor`: a fresh local process, a fork from the warm pool or a
+spare process started ahead of need (:mod:`.spares`), with
 :mod:`.supervise` and :mod:`.reaper` making sure it stops and leaves
 nothing behind), and the verdict read from its exit code, log and report
 (:mod:`.verdict`), returned as one typed :class:`StageResult`.
