@@ -505,9 +505,11 @@ def changed_constant(text: str, value: int) -> str:
     return text.replace(_KERNEL_LINE, _KERNEL_LINE.rstrip("\n") + f" + 0 * {value}\n", 1)
 
 
-def device_loop(proj: Path, repeat: int, spares: str) -> dict[str, dict[str, float]]:
+def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str, dict[str, float]]:
     """One watcher, empty Triton cache: the first save after start, comment
-    saves and kernel-constant saves (save -> preflight, -> correctness)."""
+    saves and kernel-constant saves (save -> preflight, -> correctness),
+    ``pause`` seconds apart (the spares a save used are replaced meanwhile,
+    as between a user's edits)."""
     cache = proj / ".gemswatch" / "triton-cache"
     shutil.rmtree(cache, ignore_errors=True)
     config = proj / "config.yaml"
@@ -537,7 +539,7 @@ def device_loop(proj: Path, repeat: int, spares: str) -> dict[str, dict[str, flo
                 row[stage].append(t - t0)
             w.wait(lambda e: e["event"] == "run_finished" and e["content_sha256"] == digest, 60, "run_finished")
             row["kernels"].append(float(len(cache_entries(cache) - before)))
-            time.sleep(0.5)
+            time.sleep(pause)
 
         save("first save after start", original + "\n# loop benchmark: first save\n")
         for i in range(repeat):
@@ -551,12 +553,12 @@ def device_loop(proj: Path, repeat: int, spares: str) -> dict[str, dict[str, flo
     return {label: {k: median(v) for k, v in row.items()} for label, row in rows.items()}
 
 
-def device_part(proj: Path, repeat: int, device: str, spares: str) -> dict[str, float]:
-    print(f"(g) the loop on the device: {device} (spares: {spares}; medians of {repeat})", flush=True)
+def device_part(proj: Path, repeat: int, device: str, spares: str, pause: float) -> dict[str, float]:
+    print(f"(g) the loop on the device: {device} (spares: {spares}; medians of {repeat}; saves {pause:g} s apart)", flush=True)
     g = stage_start_modes(proj, repeat, device)
     print(f"    stage start   spare {g['spare']:6.3f} s   warm {g['warm']:6.3f} s   cold {g['cold']:6.3f} s"
           f"   spare/cold {g['spare'] / g['cold']:.3f}   warm/cold {g['warm'] / g['cold']:.3f}", flush=True)
-    loop = device_loop(proj, repeat, spares)
+    loop = device_loop(proj, repeat, spares, pause)
     for label, row in loop.items():
         print(f"    {label:24s} save->preflight {row['preflight']:6.3f} s   save->correctness {row['correctness']:6.3f} s"
               f"   new Triton cache entries {row['kernels']:.0f}", flush=True)
@@ -582,6 +584,8 @@ def main() -> int:
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                     help="(g) the stages' device (default: cuda when a GPU is visible)")
     ap.add_argument("--repeat-g", type=int, default=3, help="(g) measurements per figure (default 3: it stays under ~5 minutes on a GPU)")
+    ap.add_argument("--pause-g", type=float, default=8.0,
+                    help="(g) seconds between a run's end and the next save (spares are replaced meanwhile; default 8)")
     ap.add_argument("--spares", choices=("on", "off", "auto"), default="on",
                     help="(g) the watcher's spares: setting (default on)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch project")
@@ -646,7 +650,7 @@ def main() -> int:
             device = args.device if args.device != "auto" else detect_devices().kind
             if device == "cpu":
                 os.environ["GEMSWATCH_DEVICE"] = "cpu"  # the stages and the watcher's device detection
-            ratios.update(device_part(proj, args.repeat_g, device, args.spares))
+            ratios.update(device_part(proj, args.repeat_g, device, args.spares, args.pause_g))
     finally:
         if args.keep:
             print(f"scratch project kept in {proj}")
