@@ -1,6 +1,6 @@
 """The ``gemswatch`` command line: its arguments, and :func:`main`.
 
-    gemswatch [DIR]            watch DIR (default: `watch:` in config.yaml)
+    gemswatch [watch] [DIR]    watch DIR (default: `watch:` in config.yaml)
     gemswatch run [FILE...]    run the pipeline once; exit 0 passed, 1 failed, 2 usage/config
     gemswatch list             candidates, operators and the exact stage commands (-v)
     gemswatch history [FILE|OP] [--svg FILE | --png FILE]
@@ -149,8 +149,8 @@ _HELP = {
     "watch": (
         "gemswatch",
         "Watch candidate kernels and turn every save into a verdict: preflight, correctness, benchmark.\n"
-        "Commands: gemswatch [DIR] | run [FILE...] | list | history [FILE|OP] | show FILE | ab A.py B.py |\n"
-        "profile FILE | new OP [NAME]",
+        "Commands: gemswatch [watch] [DIR] | run [FILE...] | list | history [FILE|OP] | show FILE |\n"
+        "ab A.py B.py | profile FILE | new OP [NAME]",
         True,
     ),
     "run": (
@@ -206,10 +206,12 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("dir", nargs="?", metavar="DIR", help="folder to watch (default: `watch:` in config.yaml)")
         p.add_argument("--no-initial", action="store_true", help="do not run every candidate at start")
     elif cmd == "run":
-        p.add_argument("files", nargs="*", metavar="FILE")
+        p.add_argument("files", nargs="*", metavar="FILE",
+                       help="candidate files, or folders of them, to run (default: every mapped candidate)")
         p.add_argument("--allow-skipped", action="store_true", help="count an all-skipped correctness as passing")
     elif cmd == "history":
-        p.add_argument("target", nargs="?", metavar="FILE|OP")
+        p.add_argument("target", nargs="?", metavar="FILE|OP",
+                       help="a candidate file (its saves) or an operator (its variants and leaderboard); default: all")
         p.add_argument("--limit", type=_positive_int, default=30, help="latest N saves (default 30)")
         plot = p.add_mutually_exclusive_group()
         plot.add_argument("--svg", metavar="FILE", default=None, help="write OP's speedup plot as an SVG picture")

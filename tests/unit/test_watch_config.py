@@ -272,3 +272,22 @@ def test_a_watched_folder_where_every_glob_misses_is_named_in_one_line():
     assert line.startswith("gemswatch: tests holds no candidate") and "'a.py', 'b.py'" in line
     # One name wrong among right ones: the usual did-you-mean, not this line.
     assert wrong_folder(misses[:1], Path("tests"), Path("/p/config.yaml"), rules=2) is None
+
+
+def test_a_typod_operator_key_gets_a_did_you_mean(tmp_path):
+    (line,) = errors(tmp_path, GOOD.replace("  softmax:\n    tests:", "  sofmax:\n    tests:"))
+    assert "operator 'softmax' has no tests" in line and "did you mean `sofmax`?" in line
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["run", "--help"], "candidate files, or folders of them"),
+    (["history", "--help"], "a candidate file (its saves) or an operator"),
+    (["--help"], "gemswatch [watch] [DIR]"),
+])
+def test_every_positional_argument_and_the_watch_command_have_help(argv, words, capsys):
+    from gemswatch.watch.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    assert words in " ".join(capsys.readouterr().out.split())

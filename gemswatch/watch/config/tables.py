@@ -4,6 +4,8 @@ implement which operators), and how a selection splits into pytest arguments."""
 
 from __future__ import annotations
 
+import difflib
+
 import glob as _glob
 import shlex
 from pathlib import Path
@@ -162,7 +164,10 @@ def _check_candidates(
                 ck.issue(okey, f"{func!r} is not a function name", f"name the function in the file that implements {op}")
                 continue
             if op not in operators:
-                ck.issue(okey, f"operator {op!r} has no tests", f"add `operators: {{{op}: {{tests: tests/test_<family>.py}}}}`")
+                # strict: layer_norm is no typo of rms_norm
+                close = next(iter(difflib.get_close_matches(op, list(operators), n=1, cutoff=0.8)), None)
+                fix = f"add `operators: {{{op}: {{tests: tests/test_<family>.py}}}}`"
+                ck.issue(okey, f"operator {op!r} has no tests", f"did you mean `{close}`? Or {fix}" if close else fix)
                 continue
             if not operators[op].tests:
                 ck.issue(okey, f"operator {op!r} has no tests", f"set `operators.{op}.tests` (e.g. tests/test_<family>.py)")
