@@ -190,6 +190,19 @@ def throwaway_tuning() -> Iterator[None]:
             forget()
 
 
+# How gems is called: its own functions (gems.softmax), or torch's through
+# the ATen registrations (torch.softmax inside gems.use_gems()).
+_via = "gems"
+
+
+def gems_fn(benchmark: Benchmark) -> Callable[..., Any]:
+    return getattr(gems, benchmark.op) if _via == "gems" else benchmark.baseline
+
+
+def gems_routing() -> contextlib.AbstractContextManager:
+    return gems.use_gems() if _via == "aten" else contextlib.nullcontext()
+
+
 def call_of(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[], Any]:
     return lambda: fn(*args, **kwargs)
 
@@ -214,9 +227,9 @@ def time_calls(call: Callable[[], Any], n: int) -> list[float]:
 def ours(benchmark: Benchmark, case: CaseSpec, n: int, warmup: int, count: bool = True) -> Sample:
     """Part (b): our Python up to the launch, launches stubbed out."""
     args, kwargs = benchmark.inputs(case, gems.device)
-    call = call_of(getattr(gems, benchmark.op), args, kwargs)
+    call = call_of(gems_fn(benchmark), args, kwargs)
     counter = LaunchCounter()
-    with counter.active():
+    with gems_routing(), counter.active():
         for _ in range(warmup):  # fills every cache a first call builds
             call()
         before = counter.launches
@@ -261,17 +274,18 @@ def wall(fn: Callable[[], Any], n: int, rounds: int) -> list[float]:
 
 def wall_pair(benchmark: Benchmark, case: CaseSpec, n: int, rounds: int, warmup: int) -> tuple[Sample, Sample]:
     args, kwargs = benchmark.inputs(case, "cuda")
-    gems_call = call_of(getattr(gems, benchmark.op), args, kwargs)
+    gems_call = call_of(gems_fn(benchmark), args, kwargs)
     torch_call = call_of(benchmark.baseline, args, kwargs)
-    for call in (gems_call, torch_call):
+    with gems_routing():
         for _ in range(warmup):  # compiles and tunes outside the clock
-            call()
+            gems_call()
+        torch.cuda.synchronize()
+        gems_side = wall(gems_call, n, rounds)
+    for _ in range(warmup):
+        torch_call()
     torch.cuda.synchronize()
     label = case_label(case)
-    return (
-        Sample(benchmark.op, label, tuple(wall(gems_call, n, rounds))),
-        Sample(benchmark.op, label, tuple(wall(torch_call, n, rounds))),
-    )
+    return Sample(benchmark.op, label, tuple(gems_side)), Sample(benchmark.op, label, tuple(wall(torch_call, n, rounds)))
 
 
 def print_cases(title: str, columns: list[tuple[str, list[Sample]]]) -> None:
@@ -383,6 +397,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=5, help="untimed calls first (compile, tune, fill caches)")
     p.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
                    help="(b)'s clock: wall (default) or cpu, this thread's CPU time (steadier on a busy machine)")
+    p.add_argument("--via", choices=("gems", "aten"), default="gems",
+                   help="call gems.<op> (default), or torch's op inside gems.use_gems() (the dispatcher's path)")
     p.add_argument("--profile", type=int, metavar="N", default=0,
                    help="also run (b) under cProfile and print the N costliest functions")
     return p.parse_args(argv)  # fmt: skip
@@ -390,8 +406,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     o = parse_args(argv)
-    global _clock
+    global _clock, _via
     _clock = CLOCKS[o.clock]
+    _via = o.via
     ops = set(o.ops.split(",")) if o.ops else None
     dtypes = [getattr(torch, d) for d in o.dtypes.split(",")] if o.dtypes else None
     benchmarks = load_benchmarks(ops)
@@ -401,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     cuda = gems.device == "cuda"
     ours_samples: list[Sample] = []
     print(f"torch {torch.__version__}, triton {__import__('triton').__version__}, gems on {gems.device}"
-          + (" (Triton interpreter)" if gems.interpreted else ""))  # fmt: skip
+          + (" (Triton interpreter)" if gems.interpreted else "")
+          + (", called as gems.<op>" if o.via == "gems" else ", called as torch ops inside gems.use_gems()"))  # fmt: skip
     if o.part in ("b", "both"):
         tiny = o.shapes != "core"
         ours_samples = part_b(benchmarks, dtypes, tiny, o.calls, o.warmup)

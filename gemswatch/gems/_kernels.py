@@ -22,7 +22,7 @@ only as a composite and lacks the CPU backward a backend kernel would need.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from numbers import Number
 from typing import Any
 
@@ -79,32 +79,37 @@ def _native_kernel(key: str, dispatch_key: str):
     return cached
 
 
-def _flat(values: Iterable[Any]) -> Iterator[Any]:
+def _scan(values: Iterable[Any], dtype: torch.dtype | None) -> tuple[bool, torch.dtype | None]:
+    """Walk ``values`` (and nested lists/tuples): (False, _) at the first
+    argument gems cannot take, else (True, the tensors' common dtype or the
+    ``dtype`` passed in). A plain loop: it runs on every dispatched call."""
     for v in values:
-        if isinstance(v, (list, tuple)):
-            yield from _flat(v)
-        else:
-            yield v
+        if isinstance(v, torch.Tensor):
+            if v.dtype not in _SUPPORTED_DTYPES or v.device.type != device:
+                return False, dtype
+            if dtype is None:
+                dtype = v.dtype
+            elif v.dtype != dtype:
+                return False, dtype  # mixed dtypes: leave type promotion to torch
+        elif isinstance(v, (list, tuple)):
+            ok, dtype = _scan(v, dtype)
+            if not ok:
+                return False, dtype
+        elif isinstance(v, torch.dtype):
+            if v not in _SUPPORTED_DTYPES:
+                return False, dtype
+        elif isinstance(v, complex):
+            return False, dtype
+    return True, dtype
 
 
 def _gems_can_run(args: tuple, kwargs: dict) -> bool:
     """True if every tensor is on gems.device with one supported dtype and no
     argument asks for another dtype (float64, integer, complex...)."""
-    dtype = None
-    for v in _flat((*args, *kwargs.values())):
-        if isinstance(v, torch.Tensor):
-            if v.device.type != device or v.dtype not in _SUPPORTED_DTYPES:
-                return False
-            if dtype is None:
-                dtype = v.dtype
-            elif v.dtype != dtype:
-                return False  # mixed dtypes: leave type promotion to torch
-        elif isinstance(v, torch.dtype):
-            if v not in _SUPPORTED_DTYPES:
-                return False
-        elif isinstance(v, complex):
-            return False
-    return dtype is not None
+    ok, dtype = _scan(args, None)
+    if ok and kwargs:
+        ok, dtype = _scan(kwargs.values(), dtype)
+    return ok and dtype is not None
 
 
 def _as_tensor_args(schema, args: tuple) -> tuple:
@@ -136,11 +141,15 @@ def _make_kernel(entry: OpEntry, fn: Callable[..., Any], dispatch_key: str) -> C
         if getattr(_tls, "depth", 0) or not _gems_can_run(args, kwargs):
             return native.call_boxed(keyset, *_as_tensor_args(schema, args), **kwargs)
         _tls.depth = 1
+        # The autograd layer above this key already records the op. (The
+        # grad mode is set directly: torch.no_grad() costs a dozen Python
+        # calls per dispatched op.)
+        grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
         try:
-            # The autograd layer above this key already records the op.
-            with torch.no_grad():
-                return adapter(fn, *args, **kwargs) if adapter is not None else fn(*args, **kwargs)
+            return adapter(fn, *args, **kwargs) if adapter is not None else fn(*args, **kwargs)
         finally:
+            torch._C._set_grad_enabled(grad)
             _tls.depth = 0
 
     kernel.__name__ = f"gems_{entry.key.replace('.', '_')}"
