@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import math
 import sys
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -27,6 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmark.test_mm_perf import COMPREHENSIVE, CORE  # noqa: E402
 from gemswatch import gems  # noqa: E402
+from gemswatch.gems.ops import _tune  # noqa: E402
 from gemswatch.gems.ops import mm as mm_module  # noqa: E402
 from gemswatch.testing.benchmark.timing import make_timer  # noqa: E402
 
@@ -34,15 +36,22 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 TRANSPOSED = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
 
 
+def forget_choices() -> None:
+    mm_module._split_plans.clear()
+    mm_module._tiles.clear()
+
+
 @contextlib.contextmanager
 def patched(**values):
-    """Set mm module constants for the duration; plans are re-chosen."""
-    mm_module._split_plans.clear()
+    """Set mm module constants for the duration; plans are re-chosen, by a
+    tuner on a temporary folder (the choices on disk stay the defaults')."""
+    forget_choices()
     try:
-        with mock.patch.multiple(mm_module, **values):
+        with tempfile.TemporaryDirectory() as folder, mock.patch.multiple(mm_module, **values), \
+                mock.patch.object(_tune, "_tuner", _tune.Tuner(Path(folder))):
             yield
     finally:
-        mm_module._split_plans.clear()
+        forget_choices()
 
 
 def operands(m: int, n: int, k: int, dtype: torch.dtype, mat2_t: bool):
