@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -166,25 +167,53 @@ def test_a_cpu_stage_holds_a_cpu_slot_and_no_gpu(executor, tmp_path):
     assert ray.get_gpu_ids() == []  # the driver holds none either
 
 
+def confine_signals_works() -> bool:
+    """Whether stages here confine their signals (Landlock ABI 6 and later)."""
+    from gemswatch.testing.isolation.sandbox import landlock_abi
+
+    return landlock_abi() >= 6
+
+
 def test_a_stage_whose_worker_dies_runs_once_and_is_crashed(executor, tmp_path):
-    # The stage kills the Ray worker that runs it: Ray would retry the task
-    # three times by default; the stage must run once, end crashed with the
-    # reason, and its own process must not outlive the worker.
+    # The Ray worker that runs the stage dies (killed from outside: the stage
+    # itself may not signal it, as a local stage may not signal the watcher):
+    # Ray would retry the task three times by default; the stage must run
+    # once, end crashed with the reason, and its own process must not
+    # outlive the worker.
     code = """
     import os, signal, time
+    try:
+        os.kill(os.getppid(), signal.SIGKILL)
+        tried = "sent"
+    except PermissionError:
+        tried = "refused"
     with open(os.environ["STAGE_RUN_DIR"] + "/runs", "a") as f:
-        f.write(f"{os.getpid()}\\n")
-    os.kill(os.getppid(), signal.SIGKILL)
+        f.write(f"{os.getpid()} {os.getppid()} {tried}\\n")
     time.sleep(60)
     """
     plan = stage_plan(tmp_path, code)
+    runs = plan.log.parent / "runs"
+
+    def kill_the_worker() -> None:
+        deadline = time.monotonic() + 60
+        while not runs.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if runs.exists():
+            os.kill(int(runs.read_text().split()[1]), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_worker, daemon=True)
+    killer.start()
     outcome = executor.execute(plan, threading.Event())
+    killer.join(10)
     v = verdict(plan, outcome)
     assert v.status == CRASHED
     assert "Ray worker that ran the stage died" in v.message
     # With Ray's default retries the task would have run four times before execute returned.
-    pids = (plan.log.parent / "runs").read_text().split()
-    assert len(pids) == 1
+    lines = runs.read_text().splitlines()
+    assert len(lines) == 1
+    pids = lines[0].split()
+    if confine_signals_works():
+        assert pids[2] == "refused"
     deadline = time.monotonic() + 10
     while alive(int(pids[0])) and time.monotonic() < deadline:
         time.sleep(0.1)
