@@ -4,6 +4,7 @@ config reload, and history written before anyone sees an event."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import threading
 from pathlib import Path
@@ -509,3 +510,7 @@ def test_run_folders_and_history_stay_in_the_watching_project_not_the_checkout_i
     assert run.run_dir.parent == mine / ".gemswatch" / "runs"
     assert (mine / ".gemswatch" / "history.jsonl").exists()
     assert not (checkout / ".gemswatch").exists()
+    from gemswatch.watch.stage.plan import base_env
+
+    if "TRITON_CACHE_DIR" not in os.environ:  # a user's setting wins
+        assert base_env(session.config)["TRITON_CACHE_DIR"].startswith(str(mine / ".gemswatch"))

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from ..config import Config
-from ..history import STATE_DIR
 from ..failed_cases import FAILED_FIRST_OPTION
 from ..mapping import Candidate, CandidateMap, local_imports, selection_for
 
@@ -113,7 +112,7 @@ def base_env(config: Config) -> dict[str, str]:
     # Compiled kernels outlive the stage process in a folder of the project's
     # own, so a save that did not change a kernel does not compile it again
     # (the candidate's sandbox lets the worker write there). A user's setting wins.
-    env.setdefault(TRITON_CACHE_ENV, str(config.project / STATE_DIR / "triton-cache"))
+    env.setdefault(TRITON_CACHE_ENV, str(config.state_dir / "triton-cache"))  # never in a checkout project: names
     return env
 
 
