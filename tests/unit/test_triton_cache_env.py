@@ -16,7 +16,7 @@ from gemswatch.watch.stage.plan import base_env
 def test_stages_share_a_triton_cache_in_the_project(tmp_path, monkeypatch):
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
     cfg = load_config(project(tmp_path, GOOD))
-    assert base_env(cfg)["TRITON_CACHE_DIR"] == str(cfg.project / ".gemswatch" / "triton-cache")
+    assert base_env(cfg)["TRITON_CACHE_DIR"] == str(cfg.root / ".gemswatch" / "triton-cache")  # config.yaml's folder
 
 
 def test_the_users_triton_cache_wins(tmp_path, monkeypatch):
