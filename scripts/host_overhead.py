@@ -23,8 +23,9 @@ op the median of the case medians and the p90 over all the op's calls; (b)
 adds the floor (the least mean of 10 consecutive calls, steady where other
 work shares the cores) and the function calls one op call makes (Python and
 builtin, counted with ``sys.setprofile``: the same on any machine).
-With both parts, a last table splits gems' wall time into ours and the rest
-(Triton's launcher and the driver). ``--profile N`` runs part (b) under
+(a) also issues again, alone, the launches one gems call made (recorded at
+Triton's boundary): Triton's launcher and the driver. With both parts, a
+last table splits gems' wall time into ours, the launches and the rest. ``--profile N`` runs part (b) under
 cProfile and prints the N costliest functions by their own time. Both parts
 use the tiny variants unless ``--shapes core`` (on a CPU the allocator maps
 a GPU-sized tensor afresh on every ``torch.empty``, a cost the CUDA caching
@@ -167,6 +168,38 @@ class LaunchCounter:
             KernelInterface.__getitem__ = original
 
 
+class LaunchRecorder(LaunchCounter):
+    """A LaunchCounter that also keeps each launch (kernel, grid, arguments),
+    so they can be issued again bare: Triton's share of a call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorded: list[tuple[Any, Any, tuple, dict]] = []
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[LaunchRecorder]:
+        from triton.runtime.jit import KernelInterface
+
+        original = KernelInterface.__getitem__
+
+        def record(kernel: Any, grid: Any) -> Callable[..., None]:
+            def launch(*args: Any, **kwargs: Any) -> None:
+                self.launches += 1
+                self.recorded.append((kernel, grid, args, kwargs))
+
+            return launch
+
+        KernelInterface.__getitem__ = record
+        try:
+            yield self
+        finally:
+            KernelInterface.__getitem__ = original
+
+    def replay(self) -> None:
+        for kernel, grid, args, kwargs in self.recorded:
+            kernel[grid](*args, **kwargs)
+
+
 @contextlib.contextmanager
 def throwaway_tuning() -> Iterator[None]:
     """With launches stubbed, mm's tuner would time no-ops and store those
@@ -272,20 +305,29 @@ def wall(fn: Callable[[], Any], n: int, rounds: int) -> list[float]:
     return per_call
 
 
-def wall_pair(benchmark: Benchmark, case: CaseSpec, n: int, rounds: int, warmup: int) -> tuple[Sample, Sample]:
+def wall_pair(benchmark: Benchmark, case: CaseSpec, n: int, rounds: int, warmup: int) -> tuple[Sample, Sample, Sample]:
+    """(gems, torch, gems' launches alone) for one case."""
     args, kwargs = benchmark.inputs(case, "cuda")
     gems_call = call_of(gems_fn(benchmark), args, kwargs)
     torch_call = call_of(benchmark.baseline, args, kwargs)
+    recorder = LaunchRecorder()
     with gems_routing():
         for _ in range(warmup):  # compiles and tunes outside the clock
             gems_call()
         torch.cuda.synchronize()
         gems_side = wall(gems_call, n, rounds)
+        with recorder.active():  # tuned already: the choices are in memory
+            gems_call()
     for _ in range(warmup):
+        recorder.replay()
         torch_call()
     torch.cuda.synchronize()
     label = case_label(case)
-    return Sample(benchmark.op, label, tuple(gems_side)), Sample(benchmark.op, label, tuple(wall(torch_call, n, rounds)))
+    return (
+        Sample(benchmark.op, label, tuple(gems_side)),
+        Sample(benchmark.op, label, tuple(wall(torch_call, n, rounds))),
+        Sample(benchmark.op, label, tuple(wall(recorder.replay, n, rounds))),
+    )
 
 
 def print_cases(title: str, columns: list[tuple[str, list[Sample]]]) -> None:
@@ -344,30 +386,35 @@ def part_b(benchmarks: list[Benchmark], dtypes, tiny: bool, n: int, warmup: int)
     return samples
 
 
-def part_a(benchmarks: list[Benchmark], dtypes, tiny: bool, n: int, rounds: int, warmup: int) -> list[Sample]:
-    gems_side, torch_side = [], []
+def part_a(
+    benchmarks: list[Benchmark], dtypes, tiny: bool, n: int, rounds: int, warmup: int
+) -> tuple[list[Sample], list[Sample]]:
+    """(gems' wall samples, its launches' wall samples)."""
+    gems_side, torch_side, launch_side = [], [], []
     for b in benchmarks:
         for case in plan(b, dtypes, tiny):
-            g, t = wall_pair(b, case, n, rounds, warmup)
+            g, t, launch = wall_pair(b, case, n, rounds, warmup)
             gems_side.append(g)
             torch_side.append(t)
+            launch_side.append(launch)
     shapes = "tiny variants of the core cases" if tiny else "core cases"
     title = f"(a) wall time per call, one sync per {n} calls ({shapes}, {torch.cuda.get_device_name()})"
-    columns = [("gems", gems_side), ("torch", torch_side)]
+    columns = [("gems", gems_side), ("torch", torch_side), ("launch", launch_side)]
     print_cases(title, columns)
-    print_ops("(a) per op", columns)
-    return gems_side
+    print_ops("(a) per op (launch: gems' recorded kernel launches issued again alone)", columns)
+    return gems_side, launch_side
 
 
-def print_split(walls: list[Sample], ours_: list[Sample]) -> None:
-    """Per op: gems' wall time, ours (b), and the rest (Triton's launcher,
-    the driver, torch.empty's device side), from the same tiny cases."""
-    wall_ops, our_ops = per_op(walls), per_op(ours_)
-    print("\nwhere gems' host time goes (us per call, medians): wall (a) = ours (b) + Triton and the driver")
-    print(f"{'op':<12}{'wall':>10}{'ours':>10}{'triton':>10}")
+def print_split(walls: list[Sample], launches: list[Sample], ours_: list[Sample]) -> None:
+    """Per op: gems' wall time, ours (b), the same call's launches issued
+    alone (Triton's launcher and the driver), and what is left (torch.empty
+    and the other torch calls' device side, the clock's noise)."""
+    wall_ops, launch_ops, our_ops = per_op(walls), per_op(launches), per_op(ours_)
+    print("\nwhere gems' host time goes (us per call, medians): wall (a) = ours (b) + launches + rest")
+    print(f"{'op':<12}{'wall':>10}{'ours':>10}{'launches':>10}{'rest':>10}")
     for op, (wall_median, *_) in wall_ops.items():
-        mine = our_ops[op][0]
-        print(f"{op:<12}{wall_median:10.1f}{mine:10.1f}{wall_median - mine:10.1f}")
+        mine, launch = our_ops[op][0], launch_ops[op][0]
+        print(f"{op:<12}{wall_median:10.1f}{mine:10.1f}{launch:10.1f}{wall_median - mine - launch:10.1f}")
 
 
 def profile_b(benchmarks: list[Benchmark], dtypes, tiny: bool, n: int, warmup: int, top: int) -> None:
@@ -429,9 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         if not cuda:
             print("\n(a) skipped: it needs a CUDA GPU")
         else:
-            walls = part_a(benchmarks, dtypes, o.shapes != "core", o.calls, o.rounds, o.warmup)
+            walls, launches = part_a(benchmarks, dtypes, o.shapes != "core", o.calls, o.rounds, o.warmup)
             if ours_samples:
-                print_split(walls, ours_samples)
+                print_split(walls, launches, ours_samples)
     return 0
 
 
