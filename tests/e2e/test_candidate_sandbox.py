@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gemswatch.testing.isolation.sandbox import WRITABLE_ENV, landlock_abi, restrict
+from gemswatch.testing.isolation.sandbox import CACHE_VARS, CACHES_ENV, WRITABLE_ENV, landlock_abi, restrict
 
 pytestmark = pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
 
@@ -86,3 +86,27 @@ def test_a_cache_folder_that_holds_the_project_is_not_made_writable(tmp_path):
     got = in_sandbox(project, {"project": lambda: (project / "x").write_text("x")},
                      env={"XDG_CACHE_HOME": str(cache)})
     assert got["project"] == "PermissionError"
+
+
+def test_the_candidate_writes_caches_of_its_own_never_the_judges(tmp_path):
+    # A compiled kernel or tuning choice planted in a cache the judge reads
+    # would run in the judge (its gems and torch.compile baselines).
+    project = tmp_path / "project"
+    project.mkdir()
+    judge = {var: tmp_path / "judge" / var.lower() for var in CACHE_VARS}
+    for folder in judge.values():
+        folder.mkdir(parents=True)
+    env = {var: str(folder) for var, folder in judge.items()}
+    env[CACHES_ENV] = str(tmp_path / "candidates")
+    tries = {f"judge {var}": (lambda f=folder: (f / "planted").write_text("x")) for var, folder in judge.items()}
+    tries.update({f"own {var}": (lambda v=var: _write_under(os.environ[v])) for var in CACHE_VARS})
+    got = in_sandbox(project, tries, env=env)
+    assert got.pop("active") == "True"
+    assert got == {**{f"judge {v}": "PermissionError" for v in CACHE_VARS}, **{f"own {v}": "ok" for v in CACHE_VARS}}
+    assert not any((f / "planted").exists() for f in judge.values())
+    assert all((tmp_path / "candidates" / v.lower() / "entry").exists() for v in CACHE_VARS)
+
+
+def _write_under(folder: str) -> None:
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    Path(folder, "entry").write_text("x")

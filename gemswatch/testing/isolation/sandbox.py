@@ -5,7 +5,8 @@ rights that no candidate code can take back (Linux Landlock, unprivileged
 and irreversible, inherited by every process the candidate starts):
 
 - **writes** anywhere but a scratch folder of its own (its ``TMPDIR``),
-  ``/dev``, its own ``/proc/<pid>``, the compiler caches (Triton's, CUDA's, ``~/.cache``) and the
+  ``/dev``, its own ``/proc/<pid>``, compiler caches of candidates' own
+  (:func:`candidate_caches`: never the ones the judge reads) and the
   folders the stage's environment names in ``GEMSWATCH_CANDIDATE_WRITABLE``: the
   project's tests, benchmarks, conftests and config.yaml, the installed
   judge (gemswatch, torch, pytest) and the stage's reports cannot be
@@ -31,11 +32,18 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WRITABLE_ENV", "Sandbox", "landlock_abi", "restrict", "writable_places"]
+__all__ = ["CACHES_ENV", "CACHE_VARS", "WRITABLE_ENV", "Sandbox", "candidate_caches", "landlock_abi", "restrict",
+           "writable_places"]
 
 # Folders (os.pathsep-separated) a candidate may write besides its own: for
 # a candidate that logs or dumps files on purpose.
 WRITABLE_ENV = "GEMSWATCH_CANDIDATE_WRITABLE"
+
+# The caches compilers write while a kernel is built (Triton's, CUDA's, the
+# generic one, inductor's, the library's tuning choices).
+CACHE_VARS = ("TRITON_CACHE_DIR", "CUDA_CACHE_PATH", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "GEMSWATCH_TUNE_CACHE")
+# Where the candidates' own caches live (the watcher names a folder of the project's).
+CACHES_ENV = "GEMSWATCH_CANDIDATE_CACHES"
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on x86_64 and arm64
 _CREATE_RULESET_VERSION = 1
@@ -93,6 +101,19 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
+def candidate_caches(env: dict[str, str]) -> dict[str, str]:
+    """The cache folders a sandboxed candidate's worker uses, one per
+    :data:`CACHE_VARS` entry, under ``$GEMSWATCH_CANDIDATE_CACHES``.
+
+    A cache the candidate can write must never be one the judge reads: a
+    compiled kernel or a tuning choice planted there would run in the judge
+    (its gems and torch.compile baselines) or in the judge of a later stage.
+    So the worker gets caches of candidates' own, shared by candidates'
+    workers (a kernel unchanged since the last save is not compiled again)."""
+    base = env.get(CACHES_ENV) or os.path.join(tempfile.gettempdir(), f"gemswatch-candidate-caches-{os.getuid()}")
+    return {var: os.path.join(base, var.lower()) for var in CACHE_VARS}
+
+
 def writable_places(scratch: Path, env: dict[str, str] | None = None) -> list[Path]:
     """Where a candidate may write: its scratch folder, /dev, and the caches
     that compilers write while a kernel is built (created now, as the worker
@@ -103,12 +124,8 @@ def writable_places(scratch: Path, env: dict[str, str] | None = None) -> list[Pa
     # starts (without them: "cudaGetDeviceCount ... Error 304"); another
     # process's entries stay out of reach (ptrace rules, below).
     places = [scratch, Path("/dev"), Path(f"/proc/{os.getpid()}")]
-    for var, default in (
-        ("TRITON_CACHE_DIR", home / ".triton"),
-        ("XDG_CACHE_HOME", home / ".cache"),
-        ("CUDA_CACHE_PATH", home / ".nv"),
-        ("TORCHINDUCTOR_CACHE_DIR", None),
-    ):
+    defaults = {"TRITON_CACHE_DIR": home / ".triton", "XDG_CACHE_HOME": home / ".cache", "CUDA_CACHE_PATH": home / ".nv"}
+    for var, default in ((v, defaults.get(v)) for v in CACHE_VARS):
         value = env.get(var)
         path = Path(value) if value else default
         if path is not None:
@@ -141,6 +158,7 @@ def restrict(protected: list[Path], scratch: Path | None = None) -> Sandbox:
     abi = landlock_abi()
     if abi <= 0:
         return Sandbox(0, (), False, "this kernel has no Landlock")
+    os.environ.update(candidate_caches(dict(os.environ)))
     scratch = scratch or Path(tempfile.mkdtemp(prefix="gemswatch-candidate-"))
     os.environ["TMPDIR"] = str(scratch)
     tempfile.tempdir = None  # tempfile reads TMPDIR again

@@ -23,6 +23,7 @@ from ..mapping import Candidate, CandidateMap, local_imports, selection_for
 # The override layer's variable (gemswatch.override.loading); the watcher does not import it.
 IMPORT_PATH_ENV = "GEMSWATCH_IMPORT_PATH"
 TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
+CANDIDATE_CACHES_ENV = "GEMSWATCH_CANDIDATE_CACHES"  # sandbox.CACHES_ENV (watch does not import testing)
 STAGE_COLUMNS = "240"  # the width pytest writes a stage's log at (config.yaml's env: may set COLUMNS)
 
 if TYPE_CHECKING:
@@ -110,9 +111,11 @@ def base_env(config: Config) -> dict[str, str]:
     # parallel stages would fight for the cores. A user's setting wins.
     env.setdefault("OMP_NUM_THREADS", "1")
     # Compiled kernels outlive the stage process in a folder of the project's
-    # own, so a save that did not change a kernel does not compile it again
-    # (the candidate's sandbox lets the worker write there). A user's setting wins.
+    # own, so a save that did not change a kernel does not compile it again.
+    # A user's setting wins. The candidate's sandboxed worker gets caches of
+    # its own beside it, which the judge never reads (sandbox.candidate_caches).
     env.setdefault(TRITON_CACHE_ENV, str(config.state_dir / "triton-cache"))  # never in a checkout project: names
+    env.setdefault(CANDIDATE_CACHES_ENV, str(config.state_dir / "candidate-caches"))
     return env
 
 
