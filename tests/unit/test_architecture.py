@@ -39,11 +39,12 @@ RULES = (
     Rule("gemswatch.override", frozenset({"yaml"}), ()),
     # The operator library knows no pytest, no harness, no watcher.
     Rule("gemswatch.gems", frozenset({"torch", "triton", "numpy", "packaging"}), ()),
-    # The pytest plugins may use everything but the watcher.
+    # The pytest plugins may use everything but the watcher; the judge takes
+    # a candidate's worker that a spare started (the pool's own protocol).
     Rule(
         "gemswatch.testing",
         frozenset({"torch", "triton", "numpy", "pytest", "yaml", "packaging", "_pytest", "pluggy"}),
-        ("gemswatch.gems", "gemswatch.override"),
+        ("gemswatch.gems", "gemswatch.override", "gemswatch.warmpool"),
     ),
 )
 
