@@ -99,6 +99,9 @@ class Result:
     stage_s: float  # the stages' own durations, summed
     verdicts: dict[str, str]  # candidate -> run status
     problem: str  # the first stage that did not pass, and why
+    per_device: dict[str, int]  # device a stage held (stage_finished) -> stages
+    shared: int  # stages that overlapped another on the same GPU (one of them a benchmark: `benchmark_shared`)
+    benchmark_shared: int
     lost: int
     duplicated: int
     stages: int
@@ -138,10 +141,31 @@ def run_mode(mode: str, template: Path, scratch: Path, address: str | None) -> R
         verdicts=verdicts,
         problem=next((f"{e['candidate']} {e['stage']} {e['status']}: {e['message'][:300]}" for e in events
                       if e["event"] == "stage_finished" and e["status"] not in ("passed", "not_run")), ""),
+        per_device=dict(Counter(str(e.get("device")) for e in events
+                                if e["event"] == "stage_finished" and e["status"] != "not_run")),
+        **_sharing(events),
         lost=sum(1 for c in candidates if runs[c] == 0),
         duplicated=sum(n - 1 for n in runs.values() if n > 1) + sum(n - 1 for n in stages.values() if n > 1),
         stages=sum(stages.values()),
     )
+
+
+def _sharing(events: list[dict]) -> dict[str, int]:
+    """Pairs of stages that ran at the same time on the same GPU (by the
+    events' times and the GPU each stage_finished names), and those of them
+    with a benchmark."""
+    from datetime import datetime
+
+    began = {(e["run_id"], e["stage"]): datetime.fromisoformat(e["time"]) for e in events if e["event"] == "stage_started"}
+    spans = [(e.get("device"), e["stage"], began[(e["run_id"], e["stage"])], datetime.fromisoformat(e["time"]))
+             for e in events if e["event"] == "stage_finished" and (e["run_id"], e["stage"]) in began and e.get("device")]
+    shared = benchmark = 0
+    for i, (dev, stage, start, end) in enumerate(spans):
+        for other_dev, other_stage, other_start, other_end in spans[i + 1:]:
+            if dev == other_dev and start < other_end and other_start < end:
+                shared += 1
+                benchmark += "benchmark" in (stage, other_stage)
+    return {"shared": shared, "benchmark_shared": benchmark}
 
 
 def _slots(events: list[dict]) -> int:
@@ -201,7 +225,11 @@ def main() -> int:
     for r in results:
         if r.problem:
             print(f"{r.mode}: {r.problem}")
-    bad = any(r.lost or r.duplicated or r.verdicts != base for r in results)
+        if r.mode == "ray" and any(d != "None" for d in r.per_device):
+            # by the event times, which span a little more than the stage
+            print(f"ray: stages per GPU {dict(sorted(r.per_device.items()))}; pairs of stages at once on one GPU "
+                  f"{r.shared}, of them with a benchmark {r.benchmark_shared} (goal 0)")
+    bad = any(r.lost or r.duplicated or r.verdicts != base or (r.mode == "ray" and r.shared) for r in results)
     return 1 if bad else 0
 
 
