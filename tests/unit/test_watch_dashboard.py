@@ -289,3 +289,15 @@ def test_the_row_and_the_stage_line_show_the_headline_ratio_with_its_baseline():
     out = screen(render(st))
     assert "1.46x" in out and "0.0007" not in out
     assert "1.46x vs gems" in format_plain(record)
+
+
+def test_the_rows_worst_case_is_judged_by_the_same_headline_as_the_row():
+    st = state_with_rows()
+    st.apply(ev("run_queued", stages=["benchmark"]))
+    per_case = [
+        {"case": "a", "speedup": 0.004, "speedup_headline": 0.7, "headline_vs": "gems"},
+        {"case": "b", "speedup": 0.006, "speedup_headline": 1.3, "headline_vs": "gems"},
+    ]
+    st.apply(finished("benchmark", "passed", speedup=0.005, headline_speedup=0.95, headline_vs="gems", per_case=per_case))
+    out = screen(render(st), width=160)
+    assert "0.95x" in out and "vs gems" in out and "worst 0.7x" in out and "0.004" not in out

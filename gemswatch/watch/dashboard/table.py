@@ -7,6 +7,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..case_table import headline as case_headline
 from ..events import format_speedup
 from .columns import ColumnPlan, plan_columns
 from .state import Cell, DashboardState, Row
@@ -104,10 +105,14 @@ def _speedup(row: Row, width: int) -> Text:
         lines = pack([format_speedup(row.speedup), f"earlier {row.speedup_sha[:8]}"], width)
         return Text("\n".join(lines), style="dim")
     t = Text(format_speedup(row.speedup), style="bold")
+    if row.speedup_vs != "eager":  # the baseline the ratio is against: "best" of eager and compile, "gems" (CPU)
+        t.append(f" vs {row.speedup_vs}" if len(format_speedup(row.speedup)) + 4 + len(row.speedup_vs) <= width
+                 else f"\nvs {row.speedup_vs}", style="dim")
     if row.speedup_prev:
         t.append("\n")
         t.append_text(change_text(row.speedup, row.speedup_prev))
-    worst = row.per_case[0].get("speedup") if row.per_case else None
+    # the cases come worst first by the same headline ratio
+    worst = case_headline(row.per_case[0]) if row.per_case else None
     if isinstance(worst, (int, float)) and len(row.per_case) > 1:
         t.append("\n" + "\n".join(pack([f"worst {format_speedup(worst)}"], width)), style="red" if worst < 1 else "dim")
     return t
