@@ -228,3 +228,12 @@ def test_p_profiles_the_selected_file_and_asks_for_a_selection_without_one():
     empty, actions = DashboardState(), FakeActions()
     handle_key("p", empty, actions)
     assert actions.calls and actions.calls[0][0] == "say" and "select a file" in actions.calls[0][1]
+
+
+def test_a_selected_failed_row_shows_its_failure_not_the_earlier_benchmark_at_80x24():
+    st = failed_state()
+    st.rows[CAND].per_case = [{"case": "a", "label": "float16 x=[4, 123]", "speedup": 0.5, "latency_ms": 8.0}]
+    while st.selected_candidate() != CAND:
+        st.select(1)
+    out = export(st, 80, 24)
+    assert "correctness failed" in out and "benchmark cases" not in out

@@ -86,7 +86,8 @@ class _Screen:
             return []
         selected = st.selected_candidate() == focus
         out: list[RenderableType] = []
-        if selected and row.per_case:
+        # A failure comes first: a failed row's benchmark cases are of earlier bytes.
+        if selected and row.per_case and not row.failure:
             cases = Panel(per_case_table(row, width - 4), title=f"{focus}: benchmark cases, worst first", border_style="dim")
             out.append(cases)
             room -= len(console.render_lines(cases, options, pad=False))
