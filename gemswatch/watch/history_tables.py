@@ -66,7 +66,7 @@ def saves(records: list[dict[str, Any]], target: str | None = None) -> list[dict
                 run["speedups"] = {op: r for op in run["operators"] if (r := headline(rec, op)[0]) is not None}
         else:
             run["status"] = rec.get("status")
-    out = sorted(runs.values(), key=lambda r: str(r["time"]))
+    out = _benchmarks_joined(sorted(runs.values(), key=lambda r: str(r["time"])))
     prev: dict[str, float] = {}
     for r in out:
         if r["speedup"] is not None:
@@ -76,6 +76,31 @@ def saves(records: list[dict[str, Any]], target: str | None = None) -> list[dict
         else:
             r["change"] = None
     return out
+
+
+def _benchmarks_joined(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run that only benchmarked (``b`` on a file) joins the row of the
+    save it measured: the candidate's latest earlier run of the same bytes."""
+    kept: list[dict[str, Any]] = []
+    latest: dict[tuple, dict[str, Any]] = {}
+    for r in runs:
+        key = (r["candidate"], r["sha"])
+        save = latest.get(key)
+        if set(r["stages"]) == {"benchmark"} and save is not None:
+            save["stages"]["benchmark"] = r["stages"]["benchmark"]
+            for k in ("speedup", "speedup_vs", "speedups", "env"):
+                if r.get(k) is not None:
+                    save[k] = r[k]
+            save["benchmark_run_id"] = r["run_id"]
+            continue
+        latest[key] = r
+        kept.append(r)
+    return kept
+
+
+def stopped(run: dict[str, Any]) -> bool:
+    """A run that reached no verdict: stopped by quitting or a newer save."""
+    return all((rec or {}).get("status") in ("superseded", "not_run") for rec in run["stages"].values())
 
 
 def leaderboard(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -99,7 +124,7 @@ def leaderboard(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
             cur = board.setdefault(op, {}).get(key)
             if cur is None or sp > cur["speedup"]:
                 board[op][key] = {"candidate": r["candidate"], "sha": r["sha"], "speedup": sp, "time": r["time"],
-                                  "env": r.get("env")}
+                                  "env": r.get("env"), "run_id": r["run_id"]}
     return {op: sorted(v.values(), key=lambda e: -e["speedup"]) for op, v in sorted(board.items())}
 
 
@@ -115,10 +140,12 @@ def environment_mark(env: Any, current: dict[str, Any] | None) -> Text:
 
 
 def history_tables(records: list[dict[str, Any]], target: str | None, limit: int = 30,
-                   current_env: dict[str, Any] | None = None) -> list[RenderableType]:
+                   current_env: dict[str, Any] | None = None, runs_dir: Path | None = None) -> list[RenderableType]:
     """The saves table and the leaderboard; with ``current_env``, an ``env``
-    column marks rows of another environment."""
-    runs = saves(records, target)
+    column marks rows of another environment; with ``runs_dir`` (the run
+    folders), the leaderboard says where each operator's best code is kept."""
+    everything = saves(records, target)
+    runs = [r for r in everything if not stopped(r)]
     marked = current_env is not None
     t = Table(box=box.SIMPLE, title=f"saves{f' of {target}' if target else ''} (latest {limit})", title_justify="left")
     t.add_column("time", no_wrap=True)
@@ -145,6 +172,9 @@ def history_tables(records: list[dict[str, Any]], target: str | None, limit: int
             Text(f"{change * 100:+.1f}%", style="green" if change > 0 else "red") if change is not None else Text("-", style="dim"),
             *([environment_mark(r.get("env"), current_env)] if marked else []),
         )
+    hidden = len(everything) - len(runs)
+    if hidden:
+        t.caption = f"{hidden} run(s) stopped before any verdict (quit, or a newer save) not shown"
     out: list[RenderableType] = [t]
     board = leaderboard(runs)
     if board:
@@ -162,6 +192,11 @@ def history_tables(records: list[dict[str, Any]], target: str | None, limit: int
                 lb.add_row(op if i == 1 else "", str(i), str(e["candidate"]), str(e["sha"])[:12], format_speedup(e['speedup']), str(e["time"])[:19].replace("T", " "),
                            *([environment_mark(e.get("env"), current_env)] if marked else []))
         out.append(lb)
+        if runs_dir is not None:
+            for op, entries in board.items():
+                best = entries[0]
+                snap = runs_dir / str(best["run_id"]) / "snapshot" / Path(str(best["candidate"])).name
+                out.append(Text(f"best {op}: {snap}", style="dim"))
     else:
         out.append(Text("leaderboard: no variant has passed correctness and a benchmark yet (press b, or --benchmark auto)", style="dim"))
     return out

@@ -64,6 +64,31 @@ def test_history_tables_render():
     assert "leaderboard" in out and "+25.0%" in out and "1.50x" in out
 
 
+def test_a_benchmark_run_sits_on_the_row_of_the_save_it_measured():
+    records = [
+        stage("s1", "c/a.py", "a1" * 32, "correctness", "passed", t="2025-01-01T10:00:00"),
+        stage("s1", "c/a.py", "a1" * 32, "benchmark", "not_run", t="2025-01-01T10:00:01"),
+        stage("b1", "c/a.py", "a1" * 32, "benchmark", "passed", 1.3, t="2025-01-01T10:05:00"),  # `b`, same bytes
+    ]
+    runs = saves(records)
+    assert [r["run_id"] for r in runs] == ["s1"]
+    assert runs[0]["stages"]["benchmark"]["status"] == "passed" and runs[0]["speedup"] == 1.3
+    assert [(e["candidate"], e["run_id"]) for e in leaderboard(runs)["softmax"]] == [("c/a.py", "s1")]
+
+
+def test_stopped_runs_are_left_out_and_counted_and_the_best_code_is_named(tmp_path):
+    records = RECORDS + [
+        stage("q1", "c/a.py", "a3" * 32, "preflight", "superseded", t="2025-01-01T11:00:00"),
+        stage("q1", "c/a.py", "a3" * 32, "correctness", "not_run", t="2025-01-01T11:00:00"),
+    ]
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    for t in history_tables(records, None, runs_dir=tmp_path / "runs"):
+        console.print(t)
+    out = console.file.getvalue()
+    assert "a3a3a3a3" not in out and "1 run(s) stopped before any verdict" in out
+    assert f"best softmax: {tmp_path / 'runs' / 'r2' / 'snapshot' / 'a.py'}" in out
+
+
 # -- environment tags -------------------------------------------------------------
 
 ENV = {"commit": "f" * 40, "dirty": False, "torch": "2.13.0", "triton": "3.9.0", "driver": "580.1", "device": "NVIDIA H200"}

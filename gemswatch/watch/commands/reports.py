@@ -87,7 +87,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _plot(records, args.target, args.svg, args.png, hist.path)
     if args.json:
         # The latest --limit saves' records, oldest first, as the table shows them.
-        keep = {r["run_id"] for r in saves(records, args.target)[-args.limit:]}
+        latest = saves(records, args.target)[-args.limit:]
+        keep = {r["run_id"] for r in latest} | {r["benchmark_run_id"] for r in latest if r.get("benchmark_run_id")}
         try:
             for r in records:
                 if matches_target(r, args.target) and r.get("run_id") in keep:
@@ -100,7 +101,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         console.print(f"no history yet in {hist.path}: run `gemswatch` or `gemswatch run` first")
         return 0
     current = _current_environment(cfg)
-    for t in history_tables(records, args.target, args.limit, current_env=current):
+    for t in history_tables(records, args.target, args.limit, current_env=current, runs_dir=hist.runs):
         console.print(t)
     console.print(f"env: blank = this environment (torch {current['torch']}, triton {current['triton']}, "
                   f"{current['device']}, driver {current['driver']}); other = measured with another; "
