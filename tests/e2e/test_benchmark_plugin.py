@@ -543,6 +543,14 @@ def run(x):
 FAST = ["--level", "core", "--dtypes", "float32", "--warmup", "0", "--iter", "1"]
 
 
+def test_the_warmup_defaults_to_the_devices(project):
+    # Under the interpreter a fifth of a second per timed function; a second on a GPU.
+    result = run(project, "--level", "core", "--dtypes", "float32", "--iter", "1", *OVERRIDE,
+                 "--record", "json", "--output", "w.json", "-k", "test_softmax")
+    assert result.ret == 0
+    assert load(project, "w.json")["warmup_ms"] == (200 if INTERPRETED else 1000)
+
+
 def test_timing_report_fields(project):
     project.path.joinpath("bench.json").write_text(json.dumps({"stale-op": {"details": []}}))
     result = run(project, *FAST, *OVERRIDE, "--record", "json", "--output", "bench.json", "-k", "test_softmax")

@@ -27,7 +27,11 @@ from .cases import LEVELS
 __all__ = ["BenchOptions", "DTYPE_CHOICES", "DEFAULT_OUTPUTS", "SHARED", "add_options", "read_options"]
 
 DTYPE_CHOICES = ("float16", "float32", "bfloat16", "int16", "int32", "bool", "complex64")
-DEFAULT_WARMUP_MS = 1000
+DEFAULT_WARMUP_MS = 1000  # on a GPU: clocks, caches and the allocator settle
+# Under the CPU interpreter nothing settles after the first calls, and a
+# second of warm-up for each of the candidate and its baselines was most of
+# a CPU benchmark stage.
+INTERPRETER_WARMUP_MS = 200
 DEFAULT_ITER_MS = 100
 
 # Report written when --output is not given, per mode (relative to the
@@ -52,8 +56,9 @@ def _milliseconds(text: str) -> float:
 SHARED: dict[str, dict] = {
     "--level": dict(dest="gemswatch_level", default=None, choices=list(LEVELS),
                     help="case set to run (default: comprehensive; core under --reference-only)"),
-    "--warmup": dict(dest="gemswatch_warmup", default=DEFAULT_WARMUP_MS, type=_milliseconds, metavar="MS",
-                     help=f"warmup time per timed function in ms (default {DEFAULT_WARMUP_MS})"),
+    "--warmup": dict(dest="gemswatch_warmup", default=None, type=_milliseconds, metavar="MS",
+                     help=f"warmup time per timed function in ms (default {DEFAULT_WARMUP_MS} on a GPU, "
+                          f"{INTERPRETER_WARMUP_MS} under the CPU interpreter)"),
     "--iter": dict(dest="gemswatch_iter", default=DEFAULT_ITER_MS, type=_milliseconds, metavar="MS",
                    help=f"measuring time per timed function in ms (default {DEFAULT_ITER_MS})"),
     "--dtypes": dict(dest="gemswatch_dtypes", action="append", default=None, choices=list(DTYPE_CHOICES),
@@ -158,8 +163,9 @@ def _check_conflicts(o) -> None:
             f"(got {o.profile_warmup} and {o.profile_iterations})"
         )
     # Beyond upstream: values that would silently time nothing.
-    if o.warmup < 0 or o.iter <= 0:
-        raise pytest.UsageError(f"--warmup must be >= 0 and --iter > 0 ms (got {o.warmup:g} and {o.iter:g})")
+    if (o.warmup is not None and o.warmup < 0) or o.iter <= 0:
+        warmup = "the default" if o.warmup is None else f"{o.warmup:g}"
+        raise pytest.UsageError(f"--warmup must be >= 0 and --iter > 0 ms (got {warmup} and {o.iter:g})")
     if o.parallel < 0:
         raise pytest.UsageError(f"--parallel must be >= 0 (got {o.parallel})")
 
@@ -170,6 +176,12 @@ def _mode(o) -> str:
         if getattr(o, flag):
             return mode
     return "timing"
+
+
+def _default_warmup_ms() -> float:
+    from ... import gems
+
+    return INTERPRETER_WARMUP_MS if gems.interpreted else DEFAULT_WARMUP_MS
 
 
 def read_options(config: pytest.Config) -> BenchOptions:
@@ -207,7 +219,7 @@ def read_options(config: pytest.Config) -> BenchOptions:
     return BenchOptions(
         mode=mode,
         level=level,
-        warmup_ms=float(o.warmup),
+        warmup_ms=float(o.warmup if o.warmup is not None else _default_warmup_ms()),
         iter_ms=float(o.iter),
         dtypes=tuple(dict.fromkeys(o.dtypes)) if o.dtypes else None,
         record=record,
