@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import threading
 
+from test_watch_config import GOOD, project
+
 from gemswatch.watch.commands.dashboard_keys import WatchActions
 from gemswatch.watch.config import load_config
 from gemswatch.watch.mapping import CandidateMap
-
-CONFIG = """\
-watch: cands
-candidates:
-  softmax_v2.py:
-    softmax: my_softmax
-operators:
-  softmax:
-    tests: tests/test_softmax.py
-    benchmark: benchmark/test_softmax_perf.py::test_softmax
-"""
-
 
 class Notes:
     def __init__(self):
@@ -43,16 +33,11 @@ class SessionWithoutBenchmarks:
 
 
 def _actions(tmp_path):
-    (tmp_path / "cands").mkdir()
-    (tmp_path / "cands" / "softmax_v2.py").write_text("def my_softmax(x, dim):\n    return x\n")
-    for f in ("tests/test_softmax.py", "benchmark/test_softmax_perf.py"):
-        (tmp_path / f).parent.mkdir(exist_ok=True)
-        (tmp_path / f).write_text("")
-    (tmp_path / "config.yaml").write_text(CONFIG)
     out = type("Out", (), {})()
     out.notes = Notes()
     out.note = out.notes.note
-    return WatchActions(SessionWithoutBenchmarks(load_config(tmp_path / "config.yaml")), out, threading.Event()), out.notes
+    config = load_config(project(tmp_path, GOOD))
+    return WatchActions(SessionWithoutBenchmarks(config), out, threading.Event()), out.notes
 
 
 def _wait_for_profiles():
