@@ -25,13 +25,13 @@ def latest_result(
         (stages[s].get("message") for s in STAGES if s in stages and stages[s].get("status") not in (PASSED, NOT_RUN)),
         "",
     )
+    ratio, vs = headline(stages.get("benchmark") or {})  # the ratio the benchmark is judged by, and against what
     return {
         "candidate": cand.rel,
         "operators": cand.ops,
         "status": run.get("status") if run else None,
         "stages": {s: stages[s]["status"] for s in STAGES if s in stages},
-        # the ratio the benchmark is judged by, and against what
-        "speedup": headline(stages.get("benchmark") or {})[0],
-        "speedup_vs": headline(stages.get("benchmark") or {})[1],
+        "speedup": ratio,
+        "speedup_vs": vs,
         "message": first_problem,
     }
