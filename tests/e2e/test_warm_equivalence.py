@@ -196,7 +196,10 @@ def test_warm_spare_and_cold_give_the_same_verdict_report_and_log(request, proj,
     warm, warm_dir, cold, cold_dir = side_by_side(proj, name, stage, starter)
     assert (warm.warm, cold.warm) == (True, False), starter.notes
     assert warm.status == cold.status == status, (warm.message, cold.message)
-    assert warm.exit_code == cold.exit_code
+    if status == "timeout":  # interrupted (2) or, past the 1 s grace on a loaded machine, killed (-9)
+        assert {warm.exit_code, cold.exit_code} <= {2, -9}
+    else:
+        assert warm.exit_code == cold.exit_code
     assert warm.cases == cold.cases and warm.candidate_calls == cold.candidate_calls
     assert scrub(warm.message, warm_dir, "warm") == scrub(cold.message, cold_dir, "cold")
     assert warm.first_failure == cold.first_failure
