@@ -18,7 +18,7 @@ import os
 import signal
 import time
 
-__all__ = ["adopt_orphans", "kill_children"]
+__all__ = ["adopt_orphans", "descendants", "kill_children", "process_table"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -33,23 +33,43 @@ def adopt_orphans() -> bool:
         return False
 
 
-def _children() -> list[int]:
-    me, found = str(os.getpid()), []
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) of every process /proc shows now."""
+    table: dict[int, tuple[int, str]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return found
+        return table
     for name in names:
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
+            table[int(name)] = (int(fields[1]), fields[0].decode())
+        except (OSError, IndexError, ValueError):
             continue
-        if fields[1].decode() == me and fields[0] not in (b"Z", b"X"):
-            found.append(int(name))
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """Every live process below ``root`` (children first, then theirs)."""
+    table = process_table() if table is None else table
+    below: dict[int, list[int]] = {}
+    for pid, (ppid, state) in table.items():
+        if state not in ("Z", "X"):
+            below.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        kids = below.get(todo.pop(), [])
+        found += kids
+        todo += kids
     return found
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    return [pid for pid, (ppid, state) in process_table().items() if ppid == me and state not in ("Z", "X")]
 
 
 def kill_children(rounds: int = 20) -> list[int]:

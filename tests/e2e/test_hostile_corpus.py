@@ -202,7 +202,14 @@ def test_a_file_that_edits_its_judge_gets_its_status_and_the_files_are_put_back(
 def test_files_that_cheat_the_benchmark_get_their_status(tmp_path):
     project = build_project(tmp_path, BENCHED, benchmark=True)
     r = gemswatch(project, "run", "--json", timeout=600)
-    assert check_statuses(events(r.stdout), BENCHED) == [], r.stderr[-3000:]
+    evs = events(r.stdout)
+    assert check_statuses(evs, BENCHED) == [], r.stderr[-3000:]
+    pids = recorded_pids(project)
+    assert {name.split(".")[0] for name in pids} == {n[:-3] for n in BENCHED if ENTRIES[n].get("pids")}
+    assert [name for name, pid in pids.items() if alive(pid)] == []
+    (bench,) = [e for e in evs if e["event"] == "stage_finished" and e["stage"] == "benchmark"
+                and e["candidate"] == "corpus/slows_the_baseline.py"]
+    assert "2 other process(es); they were held still" in Path(bench["log"]).read_text()
 
 
 def test_run_leaves_no_stage_process(corpus_run):

@@ -60,7 +60,8 @@ def _timed(st: "BenchState", bm: Benchmark, spec: CaseSpec, fn: Callable[..., An
     args, kwargs = bm.inputs(spec, st.device)
     setup = InputPool.of_case(args, kwargs, case_seed(spec.case_id)).feeder(args, kwargs) if fed else None
     # Half the warm-up budget, as the baseline and the candidate each get.
-    return st.timer.measure(lambda: fn(*args, **kwargs), setup, st.timer.warmup_ms / 2).latency
+    with st.judge_side():
+        return st.timer.measure(lambda: fn(*args, **kwargs), setup, st.timer.warmup_ms / 2).latency
 
 
 def _compiled_latency(st: "BenchState", bm: Benchmark, spec: CaseSpec, fed: bool) -> tuple[float | None, float | None]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from contextlib import AbstractContextManager
 from typing import Any, Callable
 
 import torch
@@ -81,8 +82,11 @@ def plan_checks(chunks: list[int], rng: random.Random, count: int = CHECKED_REPS
 
 
 def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., Any], remote: RemoteCandidate,
-                  pool: InputPool, base_args: tuple, base_kwargs: dict, result_bytes: int) -> tuple[float, float]:
-    """(baseline latency, candidate latency) in ms, the candidate's checked."""
+                  pool: InputPool, base_args: tuple, base_kwargs: dict, result_bytes: int,
+                  judge_side: AbstractContextManager) -> tuple[float, float]:
+    """(baseline latency, candidate latency) in ms, the candidate's checked.
+    ``judge_side``: the scope the baseline is timed in (the candidate's
+    processes held still: :meth:`.state.BenchState.judge_side`)."""
     rng = random.SystemRandom()  # the worker cannot see this process's draws
     longest = longest_chunk(device, result_bytes, timer.max_reps)
     # The baseline's results are kept, secured and let go as the worker
@@ -98,7 +102,8 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
 
     # Each gets half the warm-up budget, as the two do when timed together.
     warmup_ms = timer.warmup_ms / 2
-    measured = timer.measure(lambda: keeper.keep(0, baseline(*base_args, **base_kwargs)), setup, warmup_ms)
+    with judge_side:  # nothing the candidate started runs while its baseline is timed
+        measured = timer.measure(lambda: keeper.keep(0, baseline(*base_args, **base_kwargs)), setup, warmup_ms)
     keeper.clear()
     timing = RemoteTiming(remote, pool.sets, {"device": device, "warmup_ms": warmup_ms, "iter_ms": timer.iter_ms},
                           seed=rng.getrandbits(62), keep=longest)

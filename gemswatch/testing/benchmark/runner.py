@@ -280,7 +280,8 @@ class BenchmarkRunner:
             timed, watched = self._first_call(bm, fn, is_override, cand_args, cand_kwargs)
             if remote is not None:  # timed in its worker, judged here
                 entry["latency_base"], latency = time_isolated(
-                    bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs, tensor_bytes(out))
+                    bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs, tensor_bytes(out),
+                    st.judge_side())
             else:
                 setups = (pool.feeder(base_args, base_kwargs), pool.feeder(cand_args, cand_kwargs)) if pool else ()
                 entry["latency_base"], latency = timer.pair(baseline, candidate, setups=setups)

@@ -12,11 +12,13 @@ never the plugin, the runner or ``gemswatch.watch``.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
+from ..isolation.stillness import held_still
 from ..session_overrides import SessionOverrides
 from .cases import CaseList, CaseSpec
 from .compiled import CompiledBaselines
@@ -44,6 +46,7 @@ class BenchState:
     notes: list[str] = field(default_factory=list)
     node_ops: dict[str, list[str]] = field(default_factory=dict)  # operators each test benchmarked
     reached_candidate: bool = False  # a benchmark got as far as running a candidate
+    others_held: int = 0  # the most processes besides the worker held still at once (judge_side)
     _timer: Timer | None = None
     _copy_gbps: float | None = None
     _matmul_tflops: dict[Any, float] = field(default_factory=dict)
@@ -78,13 +81,33 @@ class BenchState:
             self._timer = make_timer(self.device, self.options.warmup_ms, self.options.iter_ms)
         return self._timer
 
+    def judge_side(self) -> AbstractContextManager:
+        """A scope for this process timing or measuring on its own: the
+        candidate's processes held still, in a session that has a worker
+        (:mod:`..isolation.stillness`)."""
+        o = self.overrides
+        if o is None or o.worker is None:
+            return nullcontext()
+        return self._held(o.worker.pid, o.adopted)
+
+    @contextmanager
+    def _held(self, worker: int, everything_below: bool) -> Iterator[None]:
+        with held_still(worker, everything_below) as held:
+            yield
+        others = len(held) - (worker in held)
+        if others and not self.others_held:
+            self.add_note(f"the candidate's worker had started {others} other process(es); they were held still, "
+                          "with it, whenever the judge timed a baseline or measured the device")
+        self.others_held = max(self.others_held, others)
+
     @property
     def copy_gbps(self) -> float | None:
         """Device-to-device copy bandwidth (GB/s, read + write) measured once
         in this session with the session's timer: the ceiling memory-bound
         cases are compared with. None off CUDA."""
         if self._copy_gbps is None and self.device == "cuda":
-            self._copy_gbps = copy_bandwidth_gbps(self.timer)
+            with self.judge_side():
+                self._copy_gbps = copy_bandwidth_gbps(self.timer)
         return self._copy_gbps
 
     def matmul_tflops(self, dtype: Any) -> float | None:
@@ -94,7 +117,8 @@ class BenchState:
         if self.device != "cuda":
             return None
         if dtype not in self._matmul_tflops:
-            self._matmul_tflops[dtype] = matmul_tflops(self.timer, dtype)
+            with self.judge_side():
+                self._matmul_tflops[dtype] = matmul_tflops(self.timer, dtype)
         return self._matmul_tflops[dtype]
 
     @property

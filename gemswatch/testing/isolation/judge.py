@@ -260,6 +260,10 @@ class WorkerSource:
         return _WorkerFile(self.worker, path)
 
     @property
+    def pid(self) -> int:
+        return self.worker.pid
+
+    @property
     def died(self) -> str | None:
         """How the worker died during the session, if it did."""
         return None if self.worker.died == "closed" else self.worker.died
