@@ -18,10 +18,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from .events import format_speedup
+from .events import format_speedup, headline
 
 __all__ = ["BenchmarkPick", "CaseColumn", "COLUMNS", "candidates_named", "case_rows", "fitted_columns", "format_ms",
-           "headline", "last_benchmark", "render_case_table", "shown_columns", "with_change"]
+           "last_benchmark", "render_case_table", "shown_columns", "with_change"]
 
 
 @dataclass(frozen=True)
@@ -72,29 +72,27 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def headline(row: dict[str, Any]) -> float | None:
-    """The ratio a row is judged by: ``speedup_headline`` (against the best
-    of eager and torch.compile on a GPU, against the interpreted gems kernel
-    on CPU) where the harness gives it, else ``speedup`` (against eager)."""
-    h = _num(row.get("speedup_headline"))
-    return h if h is not None else _num(row.get("speedup"))
+def _ratio_of(row: dict[str, Any]) -> float | None:
+    """The ratio a row is judged by (:func:`events.headline`: a case row
+    carries the same ``headline_speedup``/``headline_vs`` as its stage)."""
+    return headline(row)[0]
 
 
 def case_rows(pick: BenchmarkPick) -> list[dict[str, Any]]:
-    """The shown benchmark's cases worst first (by :func:`headline`), each
+    """The shown benchmark's cases worst first (by their headline ratio), each
     with ``prev`` (the case's headline ratio at the previous passing
     benchmark) and ``change`` (now / prev - 1), both None where unknown."""
     before: dict[str, float | None] = {}
     if pick.previous is not None:
-        before = {str(c.get("case")): headline(c) for c in pick.previous.get("per_case") or [] if isinstance(c, dict)}
+        before = {str(c.get("case")): _ratio_of(c) for c in pick.previous.get("per_case") or [] if isinstance(c, dict)}
     rows = [with_change(c, before.get(str(c.get("case")))) for c in pick.record.get("per_case") or [] if isinstance(c, dict)]
-    return sorted(rows, key=lambda r: (headline(r) is None, headline(r) or 0.0))
+    return sorted(rows, key=lambda r: (_ratio_of(r) is None, _ratio_of(r) or 0.0))
 
 
 def with_change(row: dict[str, Any], prev: float | None) -> dict[str, Any]:
     """``row`` with ``prev`` (its headline ratio at the previous passing
     benchmark) and ``change`` (now / prev - 1; None where either is unknown)."""
-    now = headline(row)
+    now = _ratio_of(row)
     return {**row, "prev": prev, "change": now / prev - 1 if now is not None and prev else None}
 
 
@@ -165,9 +163,9 @@ COLUMNS: tuple[CaseColumn, ...] = (
     CaseColumn("eager", ("base_ms",), lambda r: format_ms(r.get("base_ms"))),
     CaseColumn("compile", ("compile_ms",), lambda r: format_ms(r.get("compile_ms"))),
     CaseColumn("gems", ("gems_ms",), lambda r: format_ms(r.get("gems_ms"))),
-    CaseColumn("speedup", ("speedup", "speedup_headline"), lambda r: _ratio_cell(headline(r)), always=True),
+    CaseColumn("speedup", ("speedup", "headline_speedup"), lambda r: _ratio_cell(_ratio_of(r)), always=True),
     # the other ratios, once the headline is not the eager one
-    CaseColumn("vs eager", ("speedup_headline",), lambda r: _ratio_cell(r.get("speedup"))),
+    CaseColumn("vs eager", ("headline_speedup",), lambda r: _ratio_cell(r.get("speedup"))),
     CaseColumn("vs compile", ("speedup_compile",), lambda r: _ratio_cell(r.get("speedup_compile"))),
     CaseColumn("change", ("change",), _change_cell, always=True),
     CaseColumn("roofline", ("pct_of_roofline", "pct_of_copy"), _roofline_cell, always=True),

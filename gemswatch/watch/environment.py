@@ -19,8 +19,8 @@ The *environment* of a row is (torch, triton, driver, device); commit and
 dirty say where the code stood but are not the environment: comparing
 commits is what a history is for. :func:`same_environment` compares two.
 
-Imports the standard library only (subprocess for git, the interpreter and
-nvidia-smi); never torch, triton or pytest.
+Imports the standard library only (subprocess for the interpreter and
+nvidia-smi; git through :mod:`.git_state`); never torch, triton or pytest.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from .git_state import GitRunner, GitStateCache, git_output, git_state
 
 __all__ = ["ENVIRONMENT_KEYS", "EnvironmentTags", "git_state", "installed_versions", "gpu_identity", "same_environment"]
 
@@ -54,22 +55,6 @@ def _output(cmd: list[str], cwd: Path | None = None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
-
-
-def git_state(project: Path, watched: Path | None = None) -> tuple[str | None, bool | None]:
-    """(HEAD commit, whether a tracked file outside ``watched`` differs), or (None, None)."""
-    head = _output(["git", "rev-parse", "HEAD"], project)
-    if head is None:
-        return None, None
-    cmd = ["git", "status", "--porcelain", "--untracked-files=no", "--", "."]
-    try:
-        rel = Path(watched).resolve().relative_to(Path(project).resolve()) if watched is not None else None
-    except ValueError:
-        rel = None  # the watched folder lies outside the checkout
-    if rel is not None and str(rel) != ".":
-        cmd.append(f":(exclude){rel.as_posix()}")
-    status = _output(cmd, project)
-    return head.strip() or None, (bool(status.strip()) if status is not None else None)
 
 
 @functools.lru_cache(maxsize=8)
@@ -102,25 +87,25 @@ def same_environment(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool
 class EnvironmentTags:
     """The ``env`` tag of this session's results.
 
-    Versions and the device are read once; the git state at most every
-    ``refresh_s`` seconds (a stage's end and its run's end share one).
+    Versions and the device are read once; the git state is read again
+    only when git's files or a tracked file outside the watched folder
+    changed (:class:`GitStateCache`), so asking on every finished stage and
+    run (under the event bus's lock) costs no subprocess.
     """
 
     project: Path
     python: str
     gpu: str | None  # the first visible GPU's index, None on the CPU
     watched: Path | None = None
-    refresh_s: float = 2.0
-    clock: Callable[[], float] = time.monotonic
-    _git: tuple[str | None, bool | None] | None = None
-    _git_at: float = 0.0
+    run_git: GitRunner = git_output
+    _git: GitStateCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._git = GitStateCache(self.project, self.watched, self.run_git)
 
     def tags(self) -> dict[str, Any]:
-        now = self.clock()
-        if self._git is None or now - self._git_at > self.refresh_s:
-            self._git, self._git_at = git_state(self.project, self.watched), now
         torch_version, triton_version = installed_versions(self.python)
         device, driver = gpu_identity(self.gpu)
-        commit, dirty = self._git
+        commit, dirty = self._git.state()
         return {"commit": commit, "dirty": dirty, "torch": torch_version, "triton": triton_version,
                 "driver": driver, "device": device}

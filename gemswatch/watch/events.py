@@ -45,11 +45,12 @@ def format_speedup(value: float) -> str:
 
 
 def headline(record: Mapping[str, Any], op: str | None = None) -> tuple[float | None, str]:
-    """The ratio a benchmark record is judged by, and its baseline: the
-    geomean against the best of torch eager and torch.compile on a GPU,
-    against the interpreted gems kernel under the CPU interpreter
-    (``headline_speedup``, or ``headline_speedups[op]`` for one operator);
-    ``speedup`` against eager for records that have no headline."""
+    """The ratio a benchmark record, or one of its ``per_case`` rows, is
+    judged by, and its baseline: against the best of torch eager and
+    torch.compile on a GPU, against the interpreted gems kernel under the CPU
+    interpreter (``headline_speedup``, the record's geomean or the row's own,
+    or ``headline_speedups[op]`` for one operator); ``speedup`` against eager
+    where there is no headline."""
     h = (record.get("headline_speedups") or {}).get(op) if op else record.get("headline_speedup")
     if _ratio(h):
         return float(h), str(record.get("headline_vs") or "best")

@@ -75,6 +75,14 @@ def well_formed(rec: Any) -> bool:
     return all(isinstance(n, int) and not isinstance(n, bool) for n in counts)
 
 
+def _current_names(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with the field names gemswatch writes now, so that readers know one name."""
+    for row in rec["per_case"] if isinstance(rec.get("per_case"), list) else []:
+        if isinstance(row, dict) and "speedup_headline" in row:  # a case row's headline ratio, before it took the stage's name
+            row.setdefault("headline_speedup", row.pop("speedup_headline"))
+    return rec
+
+
 class History:
     """The ``.gemswatch`` folder of one project."""
 
@@ -155,7 +163,7 @@ class History:
                 except json.JSONDecodeError:
                     rec = None
                 if well_formed(rec):
-                    yield rec
+                    yield _current_names(rec)
                 else:
                     self.skipped += 1
 

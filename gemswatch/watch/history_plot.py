@@ -59,7 +59,7 @@ def _headline(bench: dict[str, Any], operator: str) -> float | None:
     if list(bench.get("operators") or []) == [operator]:
         return _positive(bench.get("headline_speedup"))
     values = [v for c in bench.get("per_case") or [] if _mine(c, operator)
-              if (v := _positive(c.get("speedup_headline"))) is not None]
+              if (v := _positive(c.get("headline_speedup"))) is not None]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
@@ -88,7 +88,7 @@ def plot_data(records: list[dict[str, Any]], operator: str) -> PlotData:
     if best is not None:
         _, run, bench = best
         data.best = f"{run['candidate']} {str(run['sha'])[:8]}"
-        key = "speedup_headline" if headline else "speedup"
+        key = "headline_speedup" if headline else "speedup"
         rows = [(str(c.get("label") or c.get("case")), v) for c in bench.get("per_case") or []
                 if _mine(c, operator) and (v := _positive(c.get(key))) is not None]
         data.cases = sorted(rows, key=lambda lv: lv[1])

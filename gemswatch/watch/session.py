@@ -16,7 +16,6 @@ from .config import Config, ConfigError, load_config
 from .dependencies import DependencyIndex
 from .devices import DeviceInfo
 from .environment import EnvironmentTags
-from .case_table import headline as case_headline
 from .events import EventBus, headline
 from .failed_cases import failed_nodeids
 from .filters import Change
@@ -233,7 +232,7 @@ class Session:
                 if record["stage"] == "benchmark" and record.get("status") == PASSED and ratio is not None:
                     self._speedup_prev[cand] = ratio
                     self._cases_prev[cand] = {
-                        str(c.get("case")): case_headline(c) for c in record.get("per_case") or [] if isinstance(c, dict)
+                        str(c.get("case")): headline(c)[0] for c in record.get("per_case") or [] if isinstance(c, dict)
                     }
 
     def _configure_warm(self) -> None:

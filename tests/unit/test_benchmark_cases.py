@@ -228,7 +228,7 @@ def test_reports_start_with_schema_and_replace_the_file(tmp_path):
 def test_benchmark_report_and_log():
     case = {"case_id": "mm-float16-0", "dtype": "float16", "shape": {"M": 1}, "params": {}, "latency_base": 2.0,
             "latency": 1.0, "speedup": 2.0, "gbps": None, "tflops": 0.5, "candidate_source": "override", "error": None,
-            "speedup_gems": 4.0, "speedup_headline": 4.0, "headline_vs": "gems"}
+            "speedup_gems": 4.0, "headline_speedup": 4.0, "headline_vs": "gems"}
     failed = case | {"case_id": "mm-float16-1", "latency": None, "speedup": None, "candidate_source": None,
                      "error": "RuntimeError: x"}
     report = benchmark_report(
@@ -255,16 +255,16 @@ def test_figures_head_with_gems_under_the_interpreter_and_the_best_baseline_on_a
 
     times = CaseTimes(latency=2.0, eager=1.0, compiled=0.5, gems=6.0)
     cpu = case_figures(times, interpreted=True, moved_bytes=0, flops=None, copy_gbps=None, peak_tflops=None)
-    assert (cpu["headline_vs"], cpu["speedup_headline"], cpu["speedup_gems"]) == ("gems", 3.0, 3.0)
+    assert (cpu["headline_vs"], cpu["headline_speedup"], cpu["speedup_gems"]) == ("gems", 3.0, 3.0)
     assert cpu["pct_of_roofline"] is None and cpu["roofline_bound"] is None
     gpu = case_figures(times, interpreted=False, moved_bytes=8 * 10**9, flops=None, copy_gbps=8000.0, peak_tflops=None)
-    assert (gpu["headline_vs"], gpu["speedup_headline"], gpu["speedup_compile"]) == ("best", 0.25, 0.25)
+    assert (gpu["headline_vs"], gpu["headline_speedup"], gpu["speedup_compile"]) == ("best", 0.25, 0.25)
     # 8 GB at 8000 GB/s is 1 ms of a 2 ms call: half the roofline, memory-bound.
     assert gpu["gbps"] == pytest.approx(4000.0) and gpu["pct_of_roofline"] == pytest.approx(50.0)
     assert gpu["roofline_bound"] == "memory"
     eager_only = case_figures(CaseTimes(2.0, 1.0), interpreted=False, moved_bytes=1, flops=4e12,
                               copy_gbps=1e3, peak_tflops=4000.0)
-    assert (eager_only["headline_vs"], eager_only["speedup_headline"]) == ("eager", 0.5)
+    assert (eager_only["headline_vs"], eager_only["headline_speedup"]) == ("eager", 0.5)
     assert eager_only["roofline_bound"] == "compute" and eager_only["pct_of_roofline"] == pytest.approx(50.0)
     assert eager_only["tflops"] == pytest.approx(2000.0)
 

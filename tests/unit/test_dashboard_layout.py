@@ -103,7 +103,7 @@ def test_per_case_baselines_show_where_there_is_room_and_are_named_where_not():
     row = st.rows[SOFTMAX]
     row.per_case = [
         {"case": "a", "label": "float16 x=[4096, 4096]", "speedup": 0.5, "latency_ms": 2.0, "base_ms": 1.0,
-         "compile_ms": 0.4, "speedup_compile": 0.2, "speedup_headline": 0.2, "headline_vs": "best",
+         "compile_ms": 0.4, "speedup_compile": 0.2, "headline_speedup": 0.2, "headline_vs": "best",
          "determinism": "PASS", "gbps": 812.0, "prev": 0.4},
         {"case": "b", "label": "float32 x=[8, 8]", "speedup": 2.0, "speedup_compile": None, "headline_vs": "eager"},
     ]

@@ -295,8 +295,8 @@ def test_the_rows_worst_case_is_judged_by_the_same_headline_as_the_row():
     st = state_with_rows()
     st.apply(ev("run_queued", stages=["benchmark"]))
     per_case = [
-        {"case": "a", "speedup": 0.004, "speedup_headline": 0.7, "headline_vs": "gems"},
-        {"case": "b", "speedup": 0.006, "speedup_headline": 1.3, "headline_vs": "gems"},
+        {"case": "a", "speedup": 0.004, "headline_speedup": 0.7, "headline_vs": "gems"},
+        {"case": "b", "speedup": 0.006, "headline_speedup": 1.3, "headline_vs": "gems"},
     ]
     st.apply(finished("benchmark", "passed", speedup=0.005, headline_speedup=0.95, headline_vs="gems", per_case=per_case))
     out = screen(render(st), width=160)

@@ -50,8 +50,19 @@ def test_rows_come_worst_first_with_the_change_since_the_previous_save():
 
 
 def test_the_headline_ratio_orders_the_rows_where_the_harness_gives_one():
-    rec = bench("r1", "2026-01-01T10:00:00", "a1", [case("x", 3.0, speedup_headline=0.2), case("y", 0.5)])
+    rec = bench("r1", "2026-01-01T10:00:00", "a1", [case("x", 3.0, headline_speedup=0.2), case("y", 0.5)])
     assert [r["case"] for r in case_rows(last_benchmark([rec], "cands/a.py"))] == ["x", "y"]
+
+
+def test_a_history_line_of_the_old_per_case_name_still_reads_by_its_headline(tmp_path):
+    h = History(tmp_path / ".gemswatch")
+    old = bench("r1", "2026-01-01T10:00:00", "a1", [case("x", 3.0), case("y", 0.5)])
+    old["per_case"][0]["speedup_headline"] = 0.2  # as gemswatch wrote a case's headline ratio before
+    h.path.parent.mkdir(parents=True)
+    h.path.write_text(json.dumps(old) + "\n")
+    rows = case_rows(last_benchmark(list(h.records()), "cands/a.py"))
+    assert [(r["case"], r.get("headline_speedup")) for r in rows] == [("x", 0.2), ("y", None)]
+    assert "vs eager" in [c.header for c in shown_columns(rows)]
 
 
 def test_a_failed_benchmark_is_shown_but_not_compared_against():

@@ -47,7 +47,7 @@ __all__ = ["CASE_FIELDS", "record_extras"]
 # The fields this module adds to each case record, in report order.
 CASE_FIELDS = (
     "latency_compile", "compile_s", "latency_gems", "speedup_compile", "speedup_best", "speedup_gems",
-    "speedup_headline", "headline_vs", "bytes", "flops", "pct_of_roofline", "roofline_bound",
+    "headline_speedup", "headline_vs", "bytes", "flops", "pct_of_roofline", "roofline_bound",
     "determinism", "determinism_detail", "peak_mem_bytes", "peak_mem_base_bytes",
 )
 

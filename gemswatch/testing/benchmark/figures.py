@@ -79,7 +79,7 @@ def case_figures(times: CaseTimes, *, interpreted: bool, moved_bytes: int, flops
         "pct_of_roofline": None,
         "roofline_bound": None,
     }
-    figures["speedup_headline"] = {"gems": figures["speedup_gems"], "best": figures["speedup_best"],
+    figures["headline_speedup"] = {"gems": figures["speedup_gems"], "best": figures["speedup_best"],
                                    "eager": _ratio(times.eager, lat)}[vs]
     # The roofline time: the longer of moving the bytes at copy speed and
     # doing the FLOPs at the matrix-product peak.

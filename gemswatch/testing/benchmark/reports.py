@@ -125,7 +125,7 @@ def benchmark_log(report: Mapping[str, Any]) -> str:
                 f"{_fmt(c['speedup'], '8.3f')} {_fmt(c['gbps'], '8.2f')} "
                 f"{_fmt(c.get('pct_of_copy'), '6.1f')} {_fmt(c['tflops'], '8.3f')} "
                 f"{_fmt(c.get('latency_compile'), '10.4f')} {_fmt(c.get('latency_gems'), '10.4f')} "
-                f"{_fmt(c.get('speedup_headline'), '9.3f')} {_fmt(c.get('pct_of_roofline'), '6.1f')} "
+                f"{_fmt(c.get('headline_speedup'), '9.3f')} {_fmt(c.get('pct_of_roofline'), '6.1f')} "
                 f"{c.get('determinism') or '-':<17} "
                 f"{c['shape']} {c['params']} [{c['case_id']}]" + (f" ERROR {c['error']}" if c["error"] else "")
             )

@@ -32,7 +32,7 @@ def summarize(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float 
 
 # The per-case ratios each benchmark and operator also gives a geomean of.
 _EXTRA_RATIOS = (("speedup_compile", "geomean_speedup_compile"), ("speedup_best", "geomean_speedup_best"),
-                 ("speedup_gems", "geomean_speedup_gems"), ("speedup_headline", "geomean_headline"))
+                 ("speedup_gems", "geomean_speedup_gems"), ("headline_speedup", "geomean_headline"))
 
 
 def extra_geomeans(cases: list[dict[str, Any]]) -> dict[str, Any]:

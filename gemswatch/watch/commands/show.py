@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from ..events import format_speedup
+from ..events import format_speedup, headline
 from ..stage.result import PER_CASE_ROWS
 from .output import make_console, print_error
 from .session_setup import load_project_config
@@ -63,8 +63,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(out, default=str) + "\n")
         return 0
     console = make_console()
-    vs = rec.get("headline_vs") or "eager"
-    speedup = rec.get("headline_speedup") if rec.get("headline_speedup") is not None else rec.get("speedup")
+    speedup, vs = headline(rec)
     head = (f"{pick.candidate} {str(rec.get('content_sha256', ''))[:8]}: benchmark {rec.get('status')} "
             f"at {str(rec.get('time', ''))[:19].replace('T', ' ')}"
             + (f", geomean {format_speedup(speedup)} against {vs}"

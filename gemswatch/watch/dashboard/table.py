@@ -7,8 +7,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..case_table import headline as case_headline
-from ..events import format_speedup
+from ..events import format_speedup, headline
 from .columns import ColumnPlan, plan_columns
 from .state import Cell, DashboardState, Row
 
@@ -112,7 +111,7 @@ def _speedup(row: Row, width: int) -> Text:
         t.append("\n")
         t.append_text(change_text(row.speedup, row.speedup_prev))
     # the cases come worst first by the same headline ratio
-    worst = case_headline(row.per_case[0]) if row.per_case else None
+    worst = headline(row.per_case[0])[0] if row.per_case else None
     if isinstance(worst, (int, float)) and len(row.per_case) > 1:
         t.append("\n" + "\n".join(pack([f"worst {format_speedup(worst)}"], width)), style="red" if worst < 1 else "dim")
     return t

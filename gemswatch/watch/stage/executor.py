@@ -15,8 +15,9 @@ same way for every executor (:mod:`.verdict`).
   :class:`ProcessExecutor` does.
 
 The last two differ only in their starter (:class:`~.warm.WarmStarter`,
-:class:`~.spares.SpareStarter`), which have one surface: the runner asks it
-for a process and falls back to a cold one, the same code for both.
+:class:`~.spares.SpareStarter`), both a :class:`~.starter.StageStarter`:
+the runner asks it for a process and falls back to a cold one, the same
+code for both.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Protocol
 from .plan import StagePlan
 from .result import Outcome
 from .spares import SpareStarter
+from .starter import StageStarter
 from .supervise import run_process
-from .warm import WarmStarter
 
 __all__ = ["StageExecutor", "ProcessExecutor", "SpareExecutor", "WarmForkExecutor"]
 
@@ -45,7 +46,7 @@ class StageExecutor(Protocol):
         ...
 
 
-def _run(plan: StagePlan, cancel: threading.Event, starter: WarmStarter | SpareStarter | None) -> Outcome:
+def _run(plan: StagePlan, cancel: threading.Event, starter: StageStarter | None) -> Outcome:
     assert plan.command is not None, "a plan without a command has nothing to execute"
     return run_process(
         list(plan.command),
@@ -72,7 +73,7 @@ class WarmForkExecutor:
     """Each stage is forked from the warm pool of ``starter`` when it can
     be, and started as a fresh process when it cannot."""
 
-    def __init__(self, starter: WarmStarter | SpareStarter):
+    def __init__(self, starter: StageStarter):
         self.starter = starter
 
     @property

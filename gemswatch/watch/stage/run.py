@@ -24,9 +24,9 @@ from ..status import ERROR, FAILURES, NOT_RUN
 from .executor import ProcessExecutor, StageExecutor, WarmForkExecutor
 from .plan import StagePlan, plan_stage
 from .result import LOG_TAIL_CHARS, StageResult
+from .starter import StageStarter
 from .tamper import ProjectGuard
 from .verdict import Verdict, decide
-from .warm import WarmStarter
 
 __all__ = ["Run", "StageRunner", "Stages", "execute_stage", "start_run", "LOG_TAIL_BYTES"]
 
@@ -189,7 +189,7 @@ class Stages:
         )
 
 
-def execute_stage(run: Run, stage: str, device: str | None, warm: WarmStarter | None = None) -> StageResult:
+def execute_stage(run: Run, stage: str, device: str | None, warm: StageStarter | None = None) -> StageResult:
     """Plan and run one stage of ``run`` (forked from ``warm`` when it can be)."""
     stages = Stages(WarmForkExecutor(warm) if warm is not None else ProcessExecutor())
     return stages.execute(run, stages.plan(run, stage, device))

@@ -19,10 +19,10 @@ or the stage's ``CUDA_VISIBLE_DEVICES`` is not its own; a change the
 watcher sees to one of the spares' files, or to the interpreter, preload
 list or shared environment, replaces every spare at once.
 
-It has the surface of :class:`~.warm.WarmStarter` (``spawn``, ``lost``,
-``note_changes``, ``state``, ``listeners``, ``shutdown``), so the runner
-(:func:`~.supervise.run_process`) drives both the same way. Nothing here
-imports torch.
+It is a :class:`~.starter.StageStarter`, as :class:`~.warm.WarmStarter` is,
+so the runner (:func:`~.supervise.run_process`) drives both the same way;
+the state line, notes and give-up rule are :class:`~.starter.StarterBase`'s.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ...warmpool import worker_spare
+from .starter import StageProcess, StarterBase
 from .warm_pool import Pool, PoolDead, PoolSpec, SpareProcess, SpawnRefused, shared_env
 
 __all__ = ["SpareStarter", "spares_per_slot", "spares_wanted"]
 
-MAX_FAILURES = 3  # spares in a row that failed to start before spares are turned off
 _GIVE_UP = ("import", "cuda", "spawn", "worker")  # failures another spare would repeat
 _DEVICE = "CUDA_VISIBLE_DEVICES"
 
@@ -58,40 +58,27 @@ def spares_per_slot(jobs: int, slots: int) -> int:
     return max(1, math.ceil(max(1, jobs) / max(1, slots))) + 1
 
 
-class SpareStarter:
-    """Hands stage commands to spare processes; None means "start it cold".
+class SpareStarter(StarterBase):
+    """Hands stage commands to spare processes; None means "start it cold"
+    (a :class:`~.starter.StageStarter`).
 
     Args:
         notify: receives one line for every change of state worth a note.
         log_path: where spares write their own stderr.
     """
 
+    WHAT = "spares"
+    FAILURES = "spares failed"
+    MAX_FAILURES = 3  # spares in a row that failed to start before spares are turned off
+
     def __init__(self, notify: Callable[[str], None] | None = None, log_path: Path | None = None):
-        self.notify = notify or (lambda text: None)
-        self.log_path = log_path
-        self.listeners: list[Callable[[str], None]] = []
-        self._lock = threading.RLock()
-        self._spec: PoolSpec | None = None
+        super().__init__(notify, log_path)
         self._options: dict[str, object] = {}
         self._slots: dict[str | None, list[Pool]] = {}
         self._per_slot = 1
-        self._failures = 0
         self._announced = False
-        self._off: str | None = "not configured"
-        self._state = "cold: not configured"
-        self._closed = False
 
     # -- configuration ---------------------------------------------------------
-
-    @property
-    def state(self) -> str:
-        """One line for the dashboard: ``warm: ...`` or ``cold: <why>``."""
-        return self._state
-
-    @property
-    def active(self) -> bool:
-        with self._lock:
-            return self._off is None and self._spec is not None
 
     def configure(
         self,
@@ -142,23 +129,6 @@ class SpareStarter:
     def _wanted(self) -> tuple:
         assert self._spec is not None
         return (self._spec.key, tuple(self._slots), self._per_slot, tuple(sorted(self._options.items())))
-
-    def _set_state(self, text: str) -> None:
-        if text == self._state:
-            return
-        self._state = text
-        for cb in list(self.listeners):
-            try:
-                cb(text)
-            except Exception:  # noqa: BLE001 - a display must not break stages
-                pass
-
-    def _set_off_locked(self, why: str, note: bool = True) -> None:
-        self._off = why
-        self._retire_all_locked()
-        self._set_state(f"cold: {why}")
-        if note:
-            self.notify(f"spares unavailable: {why}; stages start cold")
 
     # -- spares ----------------------------------------------------------------
 
@@ -229,9 +199,7 @@ class SpareStarter:
         if pool.reason in _GIVE_UP:
             self._set_off_locked(why)
             return
-        self._failures += 1
-        if self._failures >= MAX_FAILURES:
-            self._set_off_locked(f"gave up after {self._failures} spares failed (last: {why})")
+        if self._count_failure_locked(why):
             return
         self.notify(f"spares: {why}; starting another")
         self._fill_locked()
@@ -268,15 +236,11 @@ class SpareStarter:
             spares = self._slots.get(slot) if slot in self._slots else next(iter(self._slots.values()), [])
             return sum(1 for p in spares or [] if p.ready.is_set() and not p.error)
 
-    def lost(self, proc: SpareProcess) -> None:
+    def lost(self, proc: StageProcess) -> None:
         """Part of the starter surface: a spare's stage is never lost (its
         exit status is our child's own)."""
 
     # -- stages ----------------------------------------------------------------
-
-    def _usable(self, cmd: list[str], cwd: str) -> bool:
-        spec = self._spec
-        return spec is not None and len(cmd) >= 3 and cmd[0] == spec.python and cmd[1:3] == ["-m", "pytest"] and cwd == spec.cwd
 
     def _slot_for(self, env: Mapping[str, str]) -> tuple[bool, str | None]:
         """(whether a slot's spares have the stage's device, which slot)."""

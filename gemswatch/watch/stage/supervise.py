@@ -36,8 +36,7 @@ from ...warmpool import signal_scope
 from .result import Outcome
 
 if TYPE_CHECKING:
-    from .spares import SpareStarter
-    from .warm import WarmStarter
+    from .starter import StageStarter
 
 __all__ = ["run_process", "stop_group", "kill_all", "live_groups"]
 
@@ -120,7 +119,7 @@ def run_process(
     cancel_reason: Callable[[], str] | None = None,
     on_start: Callable[[int], None] | None = None,
     poll_interval: float = 0.05,
-    warm: "WarmStarter | SpareStarter | None" = None,
+    warm: "StageStarter | None" = None,
 ) -> Outcome:
     """Run ``cmd`` to completion, a timeout, or a cancellation.
 

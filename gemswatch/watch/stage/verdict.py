@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import headline
 from ..status import ALL_SKIPPED, CRASHED, ERROR, FAILED, PASSED, SUPERSEDED, TIMEOUT, UNCALLED
 from .failure_groups import FailureGroup, group_failures
 from .pytest_log import PROTOCOL_OPTIONS, first_failure_line, first_line, missing_protocol, signal_name, usage_error
@@ -407,14 +408,14 @@ def _shown_case(c: dict[str, Any]) -> str:
 _ROW_NUMBERS = (
     ("compile_ms", "latency_compile"), ("gems_ms", "latency_gems"), ("compile_s", "compile_s"),
     ("speedup_compile", "speedup_compile"), ("speedup_best", "speedup_best"), ("speedup_gems", "speedup_gems"),
-    ("speedup_headline", "speedup_headline"), ("gbps", "gbps"), ("pct_of_roofline", "pct_of_roofline"),
+    ("headline_speedup", "headline_speedup"), ("gbps", "gbps"), ("pct_of_roofline", "pct_of_roofline"),
 )
 _ROW_BYTES = ("peak_mem_bytes", "peak_mem_base_bytes")
 _ROW_WORDS = ("headline_vs", "roofline_bound", "determinism")
 
 
 def _worst_first(row: dict[str, Any]) -> tuple[bool, float]:
-    ratio = row["speedup_headline"] if row.get("speedup_headline") is not None else row["speedup"]
+    ratio = headline(row)[0]
     return ratio is None, ratio or 0.0
 
 
@@ -468,8 +469,8 @@ def _decide_benchmark(rc: int, report: Any, operators: list[str], log_tail: str)
                     calls[op] += 1
                     if isinstance(c.get("speedup"), (int, float)):
                         per_op[op].append(float(c["speedup"]))
-                    if _number(c.get("speedup_headline")) is not None:
-                        headline_per_op[op].append(float(c["speedup_headline"]))
+                    if _number(c.get("headline_speedup")) is not None:
+                        headline_per_op[op].append(float(c["headline_speedup"]))
                         against.add(str(c.get("headline_vs")))
     speedups = {op: g for op in operators if (g := _geomean(per_op[op])) is not None}
     v = Verdict(PASSED, cases=cases, candidate_calls=calls, speedups=speedups, per_case=per_case_rows(cases_list))

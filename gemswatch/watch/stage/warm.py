@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from .starter import StageProcess, StarterBase
 from .warm_pool import (
     PER_STAGE_KEYS,
     REPLY_TIMEOUT,
@@ -49,13 +50,13 @@ __all__ = [
     "WarmStarter",
 ]
 
-MAX_FAILURES = 3  # pools that died or timed out before warm start is turned off
 MAX_RESTARTS_IN_A_ROW = 5  # restarts for changed sources before one stage goes cold
 _GIVE_UP = ("import", "threads", "cuda", "spawn")  # failures that a restart cannot fix
 
 
-class WarmStarter:
-    """Hands stage commands to a warm pool; None means "start it cold".
+class WarmStarter(StarterBase):
+    """Hands stage commands to a warm pool; None means "start it cold"
+    (a :class:`~.starter.StageStarter`).
 
     Args:
         notify: receives one line for every change of warm-start state
@@ -63,32 +64,17 @@ class WarmStarter:
         log_path: where pools write their own stderr.
     """
 
+    WHAT = "warm start"
+    FAILURES = "pool failures"
+    MAX_FAILURES = 3  # pools that died or timed out before warm start is turned off
+
     def __init__(self, notify: Callable[[str], None] | None = None, log_path: Path | None = None):
-        self.notify = notify or (lambda text: None)
-        self.log_path = log_path
-        self.listeners: list[Callable[[str], None]] = []  # told the new state line
-        self._lock = threading.RLock()
-        self._spec: PoolSpec | None = None
+        super().__init__(notify, log_path)
         self._pool: Pool | None = None
         self._retired: list[Pool] = []
-        self._failures = 0
         self._restarts_in_a_row = 0
-        self._off: str | None = "not configured"
-        self._state = "cold: not configured"
-        self._closed = False
 
     # -- configuration ---------------------------------------------------------
-
-    @property
-    def state(self) -> str:
-        """One line for the dashboard: ``warm: ...`` or ``cold: <why>``."""
-        return self._state
-
-    @property
-    def active(self) -> bool:
-        """True when stages are meant to start warm (the pool may still be starting)."""
-        with self._lock:
-            return self._off is None and self._spec is not None
 
     def configure(
         self,
@@ -121,22 +107,6 @@ class WarmStarter:
                 self.notify("warm start: config.yaml changed the interpreter, preload list or environment; restarting the pool")
             self._retire_locked()
             self._start_locked()
-
-    def _set_state(self, text: str) -> None:
-        if text == self._state:
-            return
-        self._state = text
-        for cb in list(self.listeners):
-            try:
-                cb(text)
-            except Exception:  # noqa: BLE001 - a display must not break stages
-                pass
-
-    def _set_off_locked(self, why: str, note: bool = True) -> None:
-        self._off = why
-        self._set_state(f"cold: {why}")
-        if note:
-            self.notify(f"warm start unavailable: {why}; stages start cold")
 
     # -- pools -----------------------------------------------------------------
 
@@ -189,6 +159,9 @@ class WarmStarter:
             pool.close()  # still preloading (or failed): nothing of it is needed
         self._reap_retired_locked()
 
+    def _retire_all_locked(self) -> None:
+        self._retire_locked()  # the current pool; retired ones finish their stages
+
     def _reap_retired_locked(self) -> None:
         keep = []
         for p in self._retired:
@@ -226,14 +199,12 @@ class WarmStarter:
         if pool.reason in _GIVE_UP:
             self._set_off_locked(why)
             return
-        self._failures += 1
-        if self._failures >= MAX_FAILURES:
-            self._set_off_locked(f"gave up after {self._failures} pool failures (last: {why})")
+        if self._count_failure_locked(why):
             return
         self.notify(f"warm start: {why}; restarting the pool (stages start cold until it is ready)")
         self._start_locked()
 
-    def lost(self, proc: WarmProcess) -> None:
+    def lost(self, proc: StageProcess) -> None:
         """A stage's pool died under it (the runner re-runs the stage cold)."""
         rc = proc.pool.proc.poll() if proc.pool.proc is not None else None
         with self._lock:
@@ -250,10 +221,6 @@ class WarmStarter:
             self.restart(f"{hit} changed", pool)
 
     # -- stages ----------------------------------------------------------------
-
-    def _usable(self, cmd: list[str], cwd: str) -> bool:
-        spec = self._spec
-        return spec is not None and len(cmd) >= 3 and cmd[0] == spec.python and cmd[1:3] == ["-m", "pytest"] and cwd == spec.cwd
 
     def _follow_env_locked(self, env: Mapping[str, str]) -> None:
         """A stage whose environment differs from the pool's (beyond the
