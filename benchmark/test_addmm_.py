@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from gemswatch.testing.benchmark import Benchmark, CasePlan
+from gemswatch.testing.benchmark import Benchmark, CasePlan, product
 
 # GPU-sized; the interpreter's core plan is tiny.
 CASES = {
@@ -36,6 +36,7 @@ ADDMM_ = Benchmark(
     build=build,
     flops=lambda case: 2.0 * case.shape["M"] * case.shape["N"] * case.shape["K"],
     interpreter_cases=INTERPRETER_CASES,
+    accuracy=lambda args, kwargs: product(args[1], args[2], kwargs["alpha"]),
 )
 
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from gemswatch.testing.benchmark import Benchmark, CasePlan
+from gemswatch.testing.benchmark import Benchmark, CasePlan, product
 
 # (M, N, K), GPU-sized, with a transposed mat2 ("mat2_t") for the
 # column-major layout; under Triton's interpreter the core level uses the
@@ -61,11 +61,18 @@ def flops(case):
     return 2.0 * case.shape["M"] * case.shape["N"] * case.shape["K"]
 
 
+def product_accuracy(args, kwargs):
+    # The bias, where there is one, adds one exact term.
+    return product(*args[-2:], kwargs.get("alpha", 1))
+
+
 MM = Benchmark(
-    op="mm", baseline=torch.mm, cases=CASES, build=build_mm, flops=flops, interpreter_cases=INTERPRETER_CASES
+    op="mm", baseline=torch.mm, cases=CASES, build=build_mm, flops=flops, interpreter_cases=INTERPRETER_CASES,
+    accuracy=product_accuracy,
 )
 ADDMM = Benchmark(
-    op="addmm", baseline=torch.addmm, cases=CASES, build=build_addmm, flops=flops, interpreter_cases=INTERPRETER_CASES
+    op="addmm", baseline=torch.addmm, cases=CASES, build=build_addmm, flops=flops, interpreter_cases=INTERPRETER_CASES,
+    accuracy=product_accuracy,
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gemswatch.testing.benchmark import Benchmark, CasePlan
+from gemswatch.testing.benchmark import Benchmark, CasePlan, Judged
 
 # Core shapes are GPU-sized; the interpreter's core plan is tiny.
 CASES = {
@@ -47,13 +47,27 @@ def _build(case, device, with_bias):
     return (x, [n]), kwargs
 
 
+def _norm_accuracy(args, kwargs, centred):
+    """Judged against the magnitude of the terms of each element: |x| (and
+    |mean| when centred) times rstd, weight and bias."""
+    x, (n,) = args
+    mean = x.mean(-1, keepdim=True) if centred else torch.zeros_like(x[..., :1])
+    rstd = 1 / torch.sqrt((x - mean).square().mean(-1, keepdim=True) + kwargs["eps"])
+    scale = (x.abs() + mean.abs()) * rstd
+    if kwargs.get("weight") is not None:
+        scale = scale * kwargs["weight"].abs()
+    if kwargs.get("bias") is not None:
+        scale = scale + kwargs["bias"].abs()
+    return Judged(reduce_len=n, scale=scale)
+
+
 RMS_NORM = Benchmark(
     op="rms_norm", baseline=F.rms_norm, cases=CASES, build=lambda c, d: _build(c, d, False),
-    interpreter_cases=INTERPRETER_CASES,
+    interpreter_cases=INTERPRETER_CASES, accuracy=lambda a, k: _norm_accuracy(a, k, centred=False),
 )  # fmt: skip
 LAYER_NORM = Benchmark(
     op="layer_norm", baseline=F.layer_norm, cases=CASES, build=lambda c, d: _build(c, d, True),
-    interpreter_cases=INTERPRETER_CASES,
+    interpreter_cases=INTERPRETER_CASES, accuracy=lambda a, k: _norm_accuracy(a, k, centred=True),
 )  # fmt: skip
 
 

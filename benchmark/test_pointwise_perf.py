@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gemswatch.testing.benchmark import Benchmark, CasePlan, grid
+from gemswatch.testing.benchmark import Benchmark, CasePlan, Judged, grid
 
 # Core shapes are GPU-sized; under Triton's CPU interpreter the core level
 # uses the tiny INTERPRETER_* plans instead, so a preflight takes seconds.
@@ -60,6 +60,11 @@ def build_unary(case, device):
     return (x,), dict(case.params)
 
 
+def elementwise(args, kwargs):
+    # One rounding per element, judged against the element itself.
+    return Judged()
+
+
 def _without_alpha(cases):
     # mul takes no alpha.
     return {level: [c for c in plans if "alpha" not in c.params] for level, plans in cases.items()}
@@ -74,19 +79,20 @@ def _silu_cases(shapes):
 
 
 ADD = Benchmark(
-    op="add", baseline=torch.add, cases=BINARY_CASES, build=build_binary, interpreter_cases=INTERPRETER_BINARY_CASES
+    op="add", baseline=torch.add, cases=BINARY_CASES, build=build_binary, interpreter_cases=INTERPRETER_BINARY_CASES,
+    accuracy=elementwise,
 )
 MUL = Benchmark(
     op="mul", baseline=torch.mul, cases=_without_alpha(BINARY_CASES), build=build_binary,
-    interpreter_cases=_without_alpha(INTERPRETER_BINARY_CASES),
+    interpreter_cases=_without_alpha(INTERPRETER_BINARY_CASES), accuracy=elementwise,
 )  # fmt: skip
 GELU = Benchmark(
     op="gelu", baseline=F.gelu, cases=_gelu_cases(UNARY_SHAPES), build=build_unary,
-    interpreter_cases=_gelu_cases(INTERPRETER_UNARY_SHAPES),
+    interpreter_cases=_gelu_cases(INTERPRETER_UNARY_SHAPES), accuracy=elementwise,
 )  # fmt: skip
 SILU = Benchmark(
     op="silu", baseline=F.silu, cases=_silu_cases(UNARY_SHAPES), build=build_unary,
-    interpreter_cases=_silu_cases(INTERPRETER_UNARY_SHAPES),
+    interpreter_cases=_silu_cases(INTERPRETER_UNARY_SHAPES), accuracy=elementwise,
 )  # fmt: skip
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from gemswatch.testing.benchmark import Benchmark, CasePlan
+from gemswatch.testing.benchmark import Benchmark, CasePlan, Judged
 
 # Core shapes are GPU-sized; the interpreter's core plan is tiny.
 CASES = {
@@ -46,9 +48,34 @@ def build(case, device):
     return (x,), {"dim": dim}
 
 
-SUM = Benchmark(op="sum", baseline=torch.sum, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES)
-MEAN = Benchmark(op="mean", baseline=torch.mean, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES)
-AMAX = Benchmark(op="amax", baseline=torch.amax, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES)
+def _reduced(args, kwargs):
+    """(the float64 input, the dims reduced, how many terms each result sums)."""
+    (x,) = args
+    dims = list(range(x.dim())) if kwargs.get("dim") is None else [d % x.dim() for d in kwargs["dim"]]
+    return x, dims, math.prod(x.shape[d] for d in dims)
+
+
+def sum_accuracy(args, kwargs):
+    # A sum may cancel: its error is judged against the sum of |x| it is made of.
+    x, dims, n = _reduced(args, kwargs)
+    return Judged(reduce_len=n, scale=x.abs().sum(dims))
+
+
+def mean_accuracy(args, kwargs):
+    x, dims, n = _reduced(args, kwargs)
+    return Judged(reduce_len=n, scale=x.abs().sum(dims) / n)
+
+
+def amax_accuracy(args, kwargs):
+    return Judged()  # one of the inputs, exactly
+
+
+SUM = Benchmark(op="sum", baseline=torch.sum, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES,
+                accuracy=sum_accuracy)
+MEAN = Benchmark(op="mean", baseline=torch.mean, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES,
+                 accuracy=mean_accuracy)
+AMAX = Benchmark(op="amax", baseline=torch.amax, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES,
+                 accuracy=amax_accuracy)
 
 
 def test_sum(bench):

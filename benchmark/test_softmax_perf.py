@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gemswatch.testing.benchmark import Benchmark, CasePlan
+from gemswatch.testing.benchmark import Benchmark, CasePlan, Judged
 
 # Core shapes are GPU-sized; under Triton's interpreter the core level uses
 # the tiny INTERPRETER_CASES, so a preflight runs in seconds there.
@@ -42,11 +42,27 @@ def build(case, device):
     return (x,), {"dim": case.params["dim"]}
 
 
+def softmax_accuracy(args, kwargs):
+    # Each probability is judged against itself; a row's terms are its width.
+    (x,), dim = args, kwargs["dim"]
+    return Judged(reduce_len=x.shape[dim])
+
+
+def log_softmax_accuracy(args, kwargs):
+    # x - max - log(sum): judged against its terms, which a half kernel may round first.
+    (x,), dim = args, kwargs["dim"]
+    shifted = x - x.amax(dim, keepdim=True)
+    lse = shifted.exp().sum(dim, keepdim=True).log()
+    return Judged(reduce_len=x.shape[dim], scale=shifted.abs() + lse.abs() + 1, rounded_terms=True)
+
+
 SOFTMAX = Benchmark(
-    op="softmax", baseline=torch.softmax, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES
+    op="softmax", baseline=torch.softmax, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES,
+    accuracy=softmax_accuracy,
 )
 LOG_SOFTMAX = Benchmark(
-    op="log_softmax", baseline=torch.log_softmax, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES
+    op="log_softmax", baseline=torch.log_softmax, cases=CASES, build=build, interpreter_cases=INTERPRETER_CASES,
+    accuracy=log_softmax_accuracy,
 )
 
 

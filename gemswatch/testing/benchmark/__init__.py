@@ -9,9 +9,11 @@ plugin; it never imports ``gemswatch.watch``.
 from __future__ import annotations
 
 from .base import FLOAT_DTYPES, Benchmark, Inputs
+from .case_accuracy import Judged, product
 from .cases import CASE_LIST_SCHEMA, CasePlan, CaseSpec, grid, make_case_id
 
 __all__ = [
+    "Judged",
     "Benchmark",
     "CasePlan",
     "CaseSpec",
@@ -20,4 +22,5 @@ __all__ = [
     "Inputs",
     "grid",
     "make_case_id",
+    "product",
 ]

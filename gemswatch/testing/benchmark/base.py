@@ -14,11 +14,14 @@ Imports torch and :mod:`.cases`; never pytest, the runner, the plugin or
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
 from .cases import LEVELS, CasePlan, CaseSpec, case_seed, dtype_name, plan_cases
+
+if TYPE_CHECKING:
+    from .case_accuracy import Accuracy
 
 __all__ = ["Benchmark", "FLOAT_DTYPES", "Inputs"]
 
@@ -46,6 +49,10 @@ class Benchmark:
             when the kernels run in Triton's CPU interpreter, for the levels
             it names: GPU-sized shapes would take hours there, so the core
             level of a CPU run is tiny.
+        accuracy: ``(inputs in float64) -> Judged``, how a candidate's
+            result on a case is judged by the correctness stage's accuracy
+            rule (:mod:`.case_accuracy`); without it only the timed-output
+            distance judges a benchmark's values.
     """
 
     op: str
@@ -55,6 +62,7 @@ class Benchmark:
     dtypes: Sequence[torch.dtype] = FLOAT_DTYPES
     flops: Callable[[CaseSpec], float] | None = None
     interpreter_cases: Mapping[str, Sequence[CasePlan]] | Planner | None = None
+    accuracy: Accuracy | None = None
 
     def __post_init__(self) -> None:
         if not self.op.isidentifier():

@@ -34,7 +34,8 @@ import torch
 from ..isolation.judge import RemoteCandidate
 from ..isolation.remote_timing import RemoteTiming, check_reported_time
 from ..isolation.timed import ResultKeeper, storages
-from .timed_checks import InputPool, check_timed_output
+from .case_accuracy import Accuracy
+from .timed_checks import InputPool, check_timed_accuracy, check_timed_output
 from .timing import Timer, tensor_bytes
 
 __all__ = ["CHECKED_REPS", "FIRST_CHUNK", "plan_checks", "plan_chunks", "remote_of", "time_isolated"]
@@ -83,10 +84,12 @@ def plan_checks(chunks: list[int], rng: random.Random, count: int = CHECKED_REPS
 
 def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., Any], remote: RemoteCandidate,
                   pool: InputPool, base_args: tuple, base_kwargs: dict, result_bytes: int,
-                  judge_side: AbstractContextManager) -> tuple[float, float]:
+                  judge_side: AbstractContextManager, accuracy: Accuracy | None = None) -> tuple[float, float]:
     """(baseline latency, candidate latency) in ms, the candidate's checked.
     ``judge_side``: the scope the baseline is timed in (the candidate's
-    processes held still: :meth:`.state.BenchState.judge_side`)."""
+    processes held still: :meth:`.state.BenchState.judge_side`); ``accuracy``:
+    how the checked repetitions' results are judged besides their distance
+    to the baseline's (:mod:`.case_accuracy`)."""
     rng = random.SystemRandom()  # the worker cannot see this process's draws
     longest = longest_chunk(device, result_bytes, timer.max_reps)
     # The baseline's results are kept, secured and let go as the worker
@@ -121,6 +124,7 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
         if picks:
             for i, got in zip(picks, timing.outputs(picks)):
                 want_args, want_kwargs = pool.values(seed, i)
+                check_timed_accuracy(op, accuracy, baseline, got, want_args, want_kwargs)
                 check_timed_output(torch, op, got, baseline(*want_args, **want_kwargs))
     settled = timing.settle(timer.settle_reps(len(windows)), rng.getrandbits(62)) if device == "cuda" else None
     return measured.latency, timer.finish(windows, settled)

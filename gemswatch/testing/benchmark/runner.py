@@ -28,7 +28,8 @@ from .reference import describe_error
 from .reference_run import run_reference
 from .state import BenchState
 from .summary import extra_geomeans, geomean, summarize
-from .timed_checks import InputPool, check_speed_of_light, check_timed_output
+from .case_accuracy import check_case_accuracy
+from .timed_checks import InputPool, check_speed_of_light, check_timed_accuracy, check_timed_output
 from .timing import clone_inputs, synchronize, tensor_bytes
 
 # geomean and summarize live in .summary; re-exported for existing imports.
@@ -160,7 +161,7 @@ class BenchmarkRunner:
                 call, count, record["override"] = self._counted(bm.op)
                 pristine = clone_inputs(args, kwargs) if record["override"] else None  # for the replay check
                 start = count()
-                call(*args, **kwargs)
+                got = call(*args, **kwargs)
                 synchronize(st.device)
                 record["count"] = count() - start
                 if record["count"] != 1:
@@ -170,6 +171,9 @@ class BenchmarkRunner:
                         "expected exactly 1 (is the candidate calling the operator it replaces?)",
                     )
                 if record["override"]:
+                    if bm.accuracy is not None:  # the shapes the speedup is claimed on, judged as correctness judges
+                        check_case_accuracy(bm.op, bm.accuracy, bm.baseline, got, *pristine)
+                    del got
                     self._check_candidate(bm, spec, call, *pristine, watched)
             except Exception as e:
                 if count is not None and record["count"] == 0:
@@ -281,7 +285,7 @@ class BenchmarkRunner:
             if remote is not None:  # timed in its worker, judged here
                 entry["latency_base"], latency = time_isolated(
                     bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs, tensor_bytes(out),
-                    st.judge_side())
+                    st.judge_side(), bm.accuracy)
             else:
                 setups = (pool.feeder(base_args, base_kwargs), pool.feeder(cand_args, cand_kwargs)) if pool else ()
                 entry["latency_base"], latency = timer.pair(baseline, candidate, setups=setups)
@@ -300,6 +304,7 @@ class BenchmarkRunner:
             self._check_candidate(bm, spec, fn, args, kwargs, watched)
             if remote is None:
                 want_args, want_kwargs = pool.values(setups[1].seed, setups[1].rep - 1)
+                check_timed_accuracy(bm.op, bm.accuracy, bm.baseline, last[0], want_args, want_kwargs)
                 check_timed_output(torch, bm.op, last[0], bm.baseline(*want_args, **want_kwargs))
         last[0] = None
         if is_override and bm.flops is None:

@@ -35,8 +35,10 @@ from typing import Any, Callable
 
 import torch
 
+from ..accuracy import AccuracyError
 from ..integrity import IntegrityError, compare_outputs, refill_
 from ..integrity._values import strided_tensors
+from .case_accuracy import Accuracy, check_case_accuracy
 from .timing import clone_inputs
 
 __all__ = ["TIMED_DISTANCE", "SPEED_OF_LIGHT_MARGIN", "Feeder", "InputPool", "fill_rep_", "check_timed_output", "check_speed_of_light"]
@@ -157,6 +159,20 @@ def check_timed_output(torch: ModuleType, op: str, got: Any, want: Any) -> None:
             f"the timed calls of {op} returned results {distance:.3g} away from the baseline's (relative L2 "
             f"distance; at most {TIMED_DISTANCE} allowed): a candidate must be right when it is timed too",
         )
+
+
+def check_timed_accuracy(op: str, accuracy: Accuracy | None, baseline: Callable[..., Any], got: Any,
+                         args: tuple, kwargs: dict) -> None:
+    """IntegrityError('timed-output') unless a timed repetition's result
+    (for ``args``/``kwargs``, its values) passes the accuracy rule as the
+    case's first call must (:func:`.case_accuracy.check_case_accuracy`)."""
+    if accuracy is None:
+        return
+    try:
+        check_case_accuracy(op, accuracy, baseline, got, args, kwargs)
+    except AccuracyError as e:
+        raise IntegrityError("timed-output", f"a timed repetition of {op} returned a result outside the accuracy "
+                                             f"rule (timed calls are judged as the first one is): {e}") from None
 
 
 def check_speed_of_light(op: str, latency_ms: float, moved_bytes: int, copy_gbps: float | None,
