@@ -3,9 +3,10 @@
 Black-box cases: the suite knows nothing of any kernel's tiles or branches,
 so it covers what a tiled matrix product's branches can depend on: M, N and
 K from 1 to past the usual tile sizes with ragged remainders (one row, one
-column, K = 1, K past 1024, M and N past 512), every dtype in every size
-class, transposed, padded-row (``x[:, :k]``), stepped and broadcast operands,
-every bias shape addmm broadcasts (full, row, column, scalar-like; dense,
+column, K = 1, K past 1024, M and N past 512, and one of M, N or K long
+in each wide size class to past 65536), every dtype in every size class,
+transposed, padded-row (``x[:, :k]``), stepped and broadcast operands, every
+bias shape addmm broadcasts (full, row, column, scalar-like; dense,
 transposed, padded or expanded), beta and alpha together (zero, one, other,
 negative), NaN and inf where torch ignores them, addmm_'s in-place contract,
 values that are not small integers (one-sign sums over long K, products
