@@ -3,9 +3,10 @@
 Black-box cases: the suite knows nothing of any kernel's tiles or branches,
 so it covers what a tiled matrix product's branches can depend on: M, N and
 K from 1 to past the usual tile sizes with ragged remainders (one row, one
-column, K = 1, K past 1024, M and N past 512), every dtype in every size
-class, transposed, padded-row (``x[:, :k]``), stepped and broadcast operands,
-every bias shape addmm broadcasts (full, row, column, scalar-like; dense,
+column, K = 1, K past 1024, M and N past 512, and one of M, N or K long
+in each wide size class to past 65536), every dtype in every size class,
+transposed, padded-row (``x[:, :k]``), stepped and broadcast operands, every
+bias shape addmm broadcasts (full, row, column, scalar-like; dense,
 transposed, padded or expanded), beta and alpha together (zero, one, other,
 negative), NaN and inf where torch ignores them, addmm_'s in-place contract,
 values that are not small integers (one-sign sums over long K, products
@@ -120,6 +121,20 @@ DRAWS = {
 if GPU:
     DRAWS.update({"tiles": ((1, 3000),) * 3, "tall": ((2049, 9000), (1, 64), (1, 2048)), "deep": ((1, 256), (1, 256), (4097, 16384))})
 
+
+# One long dimension per size class of the shared table (medium, large,
+# huge), the other two a few: the sizes above keep M and N below 1025 and K
+# below 8193 on the CPU tier, where an error confined to long dimensions
+# would hide. Float32 of one sign, so no element cancels and a 0.2 % scale
+# error shows per element; the interpreter pays per tile of 64 rows or
+# columns (about 7 s for 65537 of them).
+LONG = {"medium": 4097, "large": 8193, "huge": 65537}
+LONG_SHAPES = [
+    pytest.param(shape, id=f"{axis}-{name}")
+    for axis in "MNK"
+    for name, n in LONG.items()
+    for shape in [{"M": (n, 3, 5), "N": (3, n, 5), "K": (4, 3, n)}[axis]]
+]
 
 def _values(gen: torch.Generator, shape, dtype: torch.dtype, kind: str = "normal") -> torch.Tensor:
     """Random values of one kind (none of them small integers):
@@ -270,6 +285,14 @@ def test_mm_random(size, case_rng):
 
 
 @pytest.mark.mm
+@pytest.mark.parametrize("shape", LONG_SHAPES)
+def test_mm_long_dims(shape):
+    M, N, K = shape
+    gen = torch.Generator().manual_seed(28)
+    a, b = _matrix(gen, (M, K), torch.float32, kind="one_sign"), _matrix(gen, (K, N), torch.float32, kind="one_sign")
+    _check(gems.mm(a, b), a, b, _ctx(M, N, K, torch.float32, values="one_sign"))
+
+@pytest.mark.mm
 @pytest.mark.parametrize("shape", [(0, 5, 3), (4, 0, 3), (4, 5, 0)], ids=["M0", "N0", "K0"])
 def test_mm_empty(shape):
     M, N, K = shape
@@ -391,6 +414,16 @@ def test_addmm_tall_and_wide():
     out = gems.addmm(inp, a, b, beta=0.5, alpha=2.0)
     _check(out, a, b, _ctx(M, N, K, torch.float16, size="tall_wide"), inp, 0.5, 2.0)
 
+
+@pytest.mark.addmm
+@pytest.mark.parametrize("shape", LONG_SHAPES)
+def test_addmm_long_dims(shape):
+    M, N, K = shape
+    gen = torch.Generator().manual_seed(29)
+    inp = _values(gen, (N,), torch.float32, "one_sign")
+    a, b = _matrix(gen, (M, K), torch.float32, kind="one_sign"), _matrix(gen, (K, N), torch.float32, kind="one_sign")
+    out = gems.addmm(inp, a, b, beta=0.5, alpha=2.0)
+    _check(out, a, b, _ctx(M, N, K, torch.float32, values="one_sign", bias="row"), inp, 0.5, 2.0)
 
 @pytest.mark.addmm
 @pytest.mark.parametrize("draw", range(2))
@@ -572,6 +605,14 @@ def test_addmm_inplace_tall_and_wide():
     inp, a, b = _inplace_case(torch.Generator().manual_seed(27), M, N, K, torch.float32)
     _inplace(inp, a, b, _ctx(M, N, K, torch.float32, size="tall_wide"), beta=0.5, alpha=-1.5)
 
+
+@pytest.mark.addmm_
+@pytest.mark.parametrize("shape", LONG_SHAPES)
+def test_addmm_inplace_long_dims(shape):
+    M, N, K = shape
+    gen = torch.Generator().manual_seed(30)
+    inp, a, b = (_matrix(gen, s, torch.float32, kind="one_sign") for s in ((M, N), (M, K), (K, N)))
+    _inplace(inp, a, b, _ctx(M, N, K, torch.float32, values="one_sign"), beta=0.5, alpha=1.5)
 
 @pytest.mark.addmm_
 def test_addmm_inplace_random(case_rng):
