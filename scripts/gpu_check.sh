@@ -7,6 +7,8 @@
 #   t  scripts/timer_check.py g  scripts/gpu_session.py loop
 #   l  the loop benchmark's warm-start and save-to-verdict figures
 #   w  scripts/tune_sweep.py
+#   o  every operator's preflight with the bundled kernels as the candidate
+#      (scripts/library_candidate.py: the accuracy rule on the GPU shapes)
 #   scripts/gpu_check.sh OUTDIR [STEPS]    (default: eacCl)
 # Each step has a time limit (seconds, env GPU_CHECK_<STEP>_S) so one slow step
 # cannot eat the lease; what finished is in OUTDIR either way.
@@ -58,6 +60,15 @@ fi
 if step w; then
     timeout "${GPU_CHECK_W_S:-300}" $py scripts/tune_sweep.py > "$out/tune_sweep.txt" 2>&1
     echo "exit $?" >> "$out/tune_sweep.txt"
+fi
+if step o; then
+    overrides=()
+    for op in $($py -c "import sys; sys.path.insert(0, 'scripts'); import library_candidate as c; print(*c.OPERATORS)"); do
+        overrides+=(--override "$op:scripts/library_candidate.py:$op")
+    done
+    timeout "${GPU_CHECK_O_S:-300}" $py -m pytest -q -p no:cacheprovider benchmark --preflight-only --level core \
+        "${overrides[@]}" --output "$out/preflight_library.json" > "$out/preflight_library.txt" 2>&1
+    echo "exit $?" >> "$out/preflight_library.txt"
 fi
 if step l; then
     timeout "${GPU_CHECK_L_S:-240}" $py scripts/loop_benchmark.py --only ab --repeat "${GPU_CHECK_REPEAT:-2}" > "$out/loop.txt" 2>&1
