@@ -78,8 +78,11 @@ def test_sigint_ignored_then_sigkill_after_grace(tmp_path):
 def test_sigint_reaches_a_cooperative_child_first(tmp_path):
     log = tmp_path / "s.log"
     cancel = threading.Event()
-    code = "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('cleaned up', flush=True)\n    raise SystemExit(2)\n"
-    threading.Timer(0.5, cancel.set).start()
+    code = ("import time\ntry:\n    print('ready', flush=True)\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+            "    print('cleaned up', flush=True)\n    raise SystemExit(2)\n")
+    # Cancelled once it is inside its try: on a loaded machine the interpreter can take longer to start than any fixed delay.
+    threading.Thread(target=lambda: (wait_for(lambda: log.exists() and "ready" in log.read_text(), 30, "the child to start"),
+                                     cancel.set()), daemon=True).start()
     out = run_process([PY, "-c", code], cwd=tmp_path, env=dict(os.environ), log_path=log, timeout=30, cancel=cancel, grace=5)
     assert out.cancelled and out.returncode == 2
     assert "cleaned up" in log.read_text()

@@ -256,7 +256,7 @@ def test_a_newer_save_cancels_the_task_on_the_cluster(executor, tmp_path):
     t.start()
     pid = int(wait_for_file(plan.log.parent / "pid"))
     cancel.set()
-    t.join(30)
+    t.join(60)  # at worst the grace, then a forced cancel (CANCEL_SLACK_S twice), on a loaded machine
     assert not t.is_alive(), "execute did not return after the cancel"
     assert result[0].cancelled
     assert verdict(plan, result[0]).status == SUPERSEDED
