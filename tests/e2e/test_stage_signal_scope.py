@@ -9,7 +9,6 @@ without torch keeps each case well under a second.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import gc
 import pickle
-import subprocess
 import sys
-import textwrap
 import threading
 import warnings
 

@@ -36,7 +36,7 @@ from ..isolation.remote_timing import RemoteTiming, check_reported_time
 from ..isolation.timed import ResultKeeper, storages
 from .case_accuracy import Accuracy
 from .timed_checks import InputPool, check_timed_accuracy, check_timed_output
-from .timing import Timer, tensor_bytes
+from .timing import Timer
 
 __all__ = ["CHECKED_REPS", "FIRST_CHUNK", "plan_checks", "plan_chunks", "remote_of", "time_isolated"]
 

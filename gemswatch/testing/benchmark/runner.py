@@ -22,13 +22,13 @@ import torch
 from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
 from .isolated_timing import remote_of, time_isolated
+from .case_accuracy import check_case_accuracy
 from .cases import CaseList, CaseSpec, case_seed, dtype_name
 from .case_extras import CASE_FIELDS, record_extras
 from .reference import describe_error
 from .reference_run import run_reference
 from .state import BenchState
 from .summary import extra_geomeans, geomean, summarize
-from .case_accuracy import check_case_accuracy
 from .timed_checks import InputPool, check_speed_of_light, check_timed_accuracy, check_timed_output
 from .timing import clone_inputs, synchronize, tensor_bytes
 

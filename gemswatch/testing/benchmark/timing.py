@@ -18,13 +18,12 @@ Imports torch and the gems timer; never pytest or ``gemswatch.watch``.
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any, Callable
 
 import torch
 
-from gemswatch.gems.ops._timing import CudaEventTimer, Measurement, Prepared, Timer, checked_latency
+from gemswatch.gems.ops._timing import CudaEventTimer, Measurement, Prepared, Timer
 
 __all__ = [
     "Timer",
