@@ -41,7 +41,9 @@ def candidate_processes(worker: int, everything_below: bool) -> list[int]:
     table = process_table()
     if everything_below:
         return descendants(os.getpid(), table)
-    return ([worker] if worker in table else []) + descendants(worker, table)
+    if table.get(worker, (None, ""))[0] != os.getpid():
+        return []  # the worker is gone (its pid may be another process's now)
+    return [worker] + descendants(worker, table)
 
 
 @contextmanager
