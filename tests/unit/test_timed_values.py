@@ -131,3 +131,19 @@ def test_a_result_handed_back_twice_is_counted():
     _, case = _timed_case(cached, torch.randn(4, 4))
     case.reps(6, seed=3, first=True)
     assert case.reused() > 0
+
+
+def test_a_chunk_commits_to_each_result_and_a_result_changed_later_is_not_it():
+    from gemswatch.testing.isolation.commit import Digester, same_digest
+
+    pool, case = _timed_case(lambda x: x.mul_(3), torch.randn(6, 10))  # in place: results secured first
+    reply = case.reps(5, seed=4, first=True, key=77)
+    (got,) = case.outputs([2])
+    judge = Digester(77)
+    assert all(d is not None for d in reply["digests"])
+    assert same_digest(judge.digest(got), reply["digests"][2])
+    assert not same_digest(judge.digest(got), reply["digests"][1])  # another repetition's values
+    assert not same_digest(Digester(78).digest(got), reply["digests"][2])  # the key matters
+    changed = got.clone()
+    changed[0, 0] += 1e-3
+    assert not same_digest(judge.digest(changed), reply["digests"][2])

@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..integrity import IntegrityError
+from ..isolation.commit import Digester, same_digest
 from ..isolation.judge import RemoteCandidate
 from ..isolation.remote_timing import RemoteTiming, check_reported_time
 from ..isolation.timed import ResultKeeper, storages
@@ -97,9 +99,12 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
     inputs = storages((base_args, base_kwargs))
     keeper = ResultKeeper(lambda: inputs, size=longest)
     feed = pool.feeder(base_args, base_kwargs, rng.getrandbits(62))
+    digester = Digester(rng.getrandbits(62))
 
     def setup() -> None:
         keeper.secure()
+        if keeper.kept:  # as the worker digests each result it keeps
+            digester.digest(keeper.kept[-1][1])
         keeper.let_go()
         feed()
 
@@ -115,14 +120,20 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
     checks = plan_checks(chunks, rng)
     windows: list[float] = []
     for c, n in enumerate(chunks):
-        seed = rng.getrandbits(62)
-        chunk, wall_ms = timing.reps(n, seed, first=c == 0)
+        seed, key = rng.getrandbits(62), rng.getrandbits(62)
+        chunk, wall_ms, committed = timing.reps(n, seed, first=c == 0, key=key)
         _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
         check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, device)
         windows += chunk
         picks = checks.get(c)
         if picks:
+            received = Digester(key)
             for i, got in zip(picks, timing.outputs(picks)):
+                if not same_digest(received.digest(got), committed[i]):
+                    raise IntegrityError(
+                        "timed-output",
+                        f"the result of timed repetition {i} of {op} is not the one its worker committed to when the "
+                        "chunk ended: results must exist when the timed repetitions end, not be made when asked for")
                 want_args, want_kwargs = pool.values(seed, i)
                 check_timed_accuracy(op, accuracy, baseline, got, want_args, want_kwargs)
                 check_timed_output(torch, op, got, baseline(*want_args, **want_kwargs))

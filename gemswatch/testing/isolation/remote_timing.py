@@ -140,17 +140,22 @@ class RemoteTiming:
         self.spin_ms = min(_number(reply.get("spin_ms")), ceiling, 5.0)
         self.round_ms = _number(reply.get("round_ms"))
 
-    def reps(self, n: int, seed: int, first: bool = True) -> tuple[list[float], float]:
+    def reps(self, n: int, seed: int, first: bool = True, key: int = 0) -> tuple[list[float], float, list[Any]]:
         """The reported windows of a chunk of ``n`` more repetitions whose
-        values ``seed`` chooses, and the judge's wall time around them
-        (``first``: the case's first chunk)."""
+        values ``seed`` chooses, the judge's wall time around them
+        (``first``: the case's first chunk), and the worker's digest of each
+        result under ``key`` (:mod:`.commit`)."""
         t0 = time.perf_counter()
-        reply, _ = self._ask({"op": "time-reps", "n": int(n), "seed": int(seed), "first": bool(first)})
+        reply, _ = self._ask({"op": "time-reps", "n": int(n), "seed": int(seed), "first": bool(first), "key": int(key)})
         wall_ms = (time.perf_counter() - t0) * 1e3
         windows = reply.get("windows")
         if not isinstance(windows, list) or len(windows) != n:
             raise IntegrityError("timer", f"the candidate's worker reported {len(windows or [])} windows for {n} repetitions")
-        return windows, wall_ms
+        digests = reply.get("digests")
+        if not isinstance(digests, list) or len(digests) != n:
+            raise IntegrityError("timed-output", f"the candidate's worker committed to {len(digests or [])} results "
+                                                 f"for {n} repetitions")
+        return windows, wall_ms, digests
 
     def outputs(self, picks: list[int]) -> list[Any]:
         """The results of repetitions ``picks`` of the last chunk, as plain tensors."""

@@ -188,7 +188,8 @@ class _Worker:
             if op == "time-start":
                 reply = case.start()
             elif op == "time-reps":
-                reply = case.reps(int(header["n"]), int(header["seed"]), bool(header.get("first")))
+                reply = case.reps(int(header["n"]), int(header["seed"]), bool(header.get("first")),
+                                  int(header.get("key", 0)))
             elif op == "time-settle":
                 reply = case.settle(int(header["n"]), int(header["seed"]))
             else:
