@@ -136,8 +136,10 @@ def test_a_result_handed_back_twice_is_counted():
 def test_a_chunk_commits_to_each_result_and_a_result_changed_later_is_not_it():
     from gemswatch.testing.isolation.commit import Digester, same_digest
 
-    pool, case = _timed_case(lambda x: x.mul_(3), torch.randn(6, 10))  # in place: results secured first
-    reply = case.reps(5, seed=4, first=True, key=77)
+    pool = _pool(torch.randn(6, 10))
+    case = TimedCase(lambda x: x.mul_(3), pool.sets, TIMER, seed=1, keep=16, key=77)  # in place: secured first
+    case.start()
+    reply = case.reps(5, seed=4, first=True)
     (got,) = case.outputs([2])
     judge = Digester(77)
     assert all(d is not None for d in reply["digests"])

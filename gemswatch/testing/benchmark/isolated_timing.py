@@ -11,11 +11,16 @@ a short first one, then as long as the memory for their results allows),
 each with a seed this process draws just before it (so the values of a
 repetition exist only once it is due, and none repeats:
 :func:`.timed_checks.fill_rep_`). The worker keeps every result of a
-chunk; after it, this process asks for the results of some repetitions,
+chunk and commits to a digest of each as the chunk runs
+(:mod:`..isolation.commit`; this process digests its baseline's results
+alike, so both loops do that work outside their windows); after the
+chunk, this process asks for the results of some repetitions,
 picked at random then (:func:`plan_checks`), and compares each with the
 baseline's result for the same values
-(:func:`.timed_checks.check_timed_output`): a candidate that is right only
-on some repetitions is caught on the others.
+(:func:`.timed_checks.check_timed_output`), once each matches its digest:
+a candidate that is right only on some repetitions is caught on the
+others, and one that makes the picked results only when asked is caught
+by its digests.
 
 Imports torch, the worker channel and the benchmark's timing; never pytest or
 ``gemswatch.watch``.
@@ -113,21 +118,22 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
     with judge_side:  # nothing the candidate started runs while its baseline is timed
         measured = timer.measure(lambda: keeper.keep(0, baseline(*base_args, **base_kwargs)), setup, warmup_ms)
     keeper.clear()
+    key = rng.getrandbits(62)  # of the digests the worker commits to (isolation.commit)
     timing = RemoteTiming(remote, pool.sets, {"device": device, "warmup_ms": warmup_ms, "iter_ms": timer.iter_ms},
-                          seed=rng.getrandbits(62), keep=longest)
+                          seed=rng.getrandbits(62), keep=longest, key=key)
     timing.start()
     chunks = plan_chunks(timer.reps_for(timing.round_ms), longest)
     checks = plan_checks(chunks, rng)
+    received = Digester(key)  # the judge's own digests of the results it receives
     windows: list[float] = []
     for c, n in enumerate(chunks):
-        seed, key = rng.getrandbits(62), rng.getrandbits(62)
-        chunk, wall_ms, committed = timing.reps(n, seed, first=c == 0, key=key)
+        seed = rng.getrandbits(62)
+        chunk, wall_ms, committed = timing.reps(n, seed, first=c == 0)
         _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
         check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, device)
         windows += chunk
         picks = checks.get(c)
         if picks:
-            received = Digester(key)
             for i, got in zip(picks, timing.outputs(picks)):
                 if not same_digest(received.digest(got), committed[i]):
                     raise IntegrityError(

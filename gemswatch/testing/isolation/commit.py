@@ -53,17 +53,25 @@ class Digester:
             w = self._weights[where] = torch.randn(t.shape, generator=g, dtype=torch.float64, device=t.device)
         return w
 
+    def prepare(self, value: Any) -> None:
+        """Build the weights for results shaped like ``value`` (ahead of the clock)."""
+        for t in leaves(value):
+            self._weight(_real(t))
+
     def digest(self, value: Any) -> list[float]:
-        """One number per tensor of ``value``: its weighted sum, and the sum of
+        """Two numbers per tensor of ``value``: its weighted sum, and the sum of
         the weighted magnitudes (what a digest of the same bytes may differ by)."""
         out: list[float] = []
         for t in leaves(value):
-            x = t.detach()
-            x = torch.view_as_real(x) if x.is_complex() else x
-            x = x.to(torch.float64)
-            w = self._weight(x)
-            out += [float((x * w).sum()), float((x * w).abs().sum())]
+            x = _real(t).to(torch.float64)
+            weighted = x * self._weight(x)
+            out += [float(weighted.sum()), float(weighted.abs().sum())]
         return out
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    return torch.view_as_real(t) if t.is_complex() else t
 
 
 def same_digest(got: list[float], committed: Any) -> bool:

@@ -91,7 +91,7 @@ class RemoteTiming:
     """One timed case run in the candidate's worker, step by step."""
 
     def __init__(self, candidate: RemoteCandidate, sets: list[tuple[tuple, dict]], timer: dict[str, Any],
-                 seed: int, keep: int):
+                 seed: int, keep: int, key: int = 0):
         self.candidate = candidate
         self.worker = candidate.worker
         self.name = candidate.__name__
@@ -99,6 +99,7 @@ class RemoteTiming:
         self.timer = timer
         self.seed = seed  # of the warm-up's values
         self.keep = keep  # results the worker keeps alive: the longest chunk's
+        self.key = key  # of the digests the worker commits to (.commit)
         self.spin_ms = 0.0
         self.round_ms = 0.0
 
@@ -126,7 +127,7 @@ class RemoteTiming:
             try:
                 packed = transport.pack(self.sets, arena=self.worker.arena, op="time-start",
                                         file=str(self.candidate.path), name=self.name, timer=self.timer,
-                                        seed=self.seed, keep=self.keep)
+                                        seed=self.seed, keep=self.keep, key=self.key)
             except transport.TransportError as e:
                 raise TypeError(str(e)) from None
             try:
@@ -140,13 +141,13 @@ class RemoteTiming:
         self.spin_ms = min(_number(reply.get("spin_ms")), ceiling, 5.0)
         self.round_ms = _number(reply.get("round_ms"))
 
-    def reps(self, n: int, seed: int, first: bool = True, key: int = 0) -> tuple[list[float], float, list[Any]]:
+    def reps(self, n: int, seed: int, first: bool = True) -> tuple[list[float], float, list[Any]]:
         """The reported windows of a chunk of ``n`` more repetitions whose
         values ``seed`` chooses, the judge's wall time around them
         (``first``: the case's first chunk), and the worker's digest of each
-        result under ``key`` (:mod:`.commit`)."""
+        result under the case's key (:mod:`.commit`)."""
         t0 = time.perf_counter()
-        reply, _ = self._ask({"op": "time-reps", "n": int(n), "seed": int(seed), "first": bool(first), "key": int(key)})
+        reply, _ = self._ask({"op": "time-reps", "n": int(n), "seed": int(seed), "first": bool(first)})
         wall_ms = (time.perf_counter() - t0) * 1e3
         windows = reply.get("windows")
         if not isinstance(windows, list) or len(windows) != n:

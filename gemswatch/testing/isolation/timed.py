@@ -5,14 +5,15 @@ A timed case is four requests, so that the judge's own clock can be put
 around the timed repetitions alone (:mod:`.judge`, ``RemoteTiming``):
 
 - ``time-start`` (the case's value sets, the timer's settings, a seed, how
-  many results to keep): build the call's working inputs, then the timer's
-  warm-up (:meth:`Timer.prepare`); answers the spin and the round time;
-- ``time-reps`` (n, seed, first, key): a chunk of n timed repetitions, each
+  many results to keep, the key of the digests): build the call's working
+  inputs, then the timer's warm-up (:meth:`Timer.prepare`), which also
+  builds the digests' weights; answers the spin and the round time;
+- ``time-reps`` (n, seed, first): a chunk of n timed repetitions, each
   starting from values of its own (the chunk's seed and the repetition's
   index choose them) copied into the working inputs outside the window, as
-  in the judge; answers the n windows and a digest of each result under
-  ``key`` (:mod:`.commit`), made as the chunk runs. Every result of the
-  chunk is kept;
+  in the judge; answers the n windows and a digest of each result
+  (:mod:`.commit`), made as the chunk runs. Every result of the chunk is
+  kept;
 - ``time-outputs`` (reps): the results of those repetitions of the last
   chunk (the judge picks them after the chunk ran);
 - ``time-settle`` (n, seed): the timer's bound of work left on other streams.
@@ -134,7 +135,7 @@ class TimedCase:
     be right only on the repetitions that are checked)."""
 
     def __init__(self, func: Callable, sets: list[tuple[tuple, dict]], timer: dict[str, Any], seed: int = 0,
-                 keep: int = KEPT_RESULTS):
+                 keep: int = KEPT_RESULTS, key: int = 0):
         self.func = func
         self.pool = InputPool(sets)
         self.args, self.kwargs = clone_inputs(*sets[0])
@@ -145,7 +146,8 @@ class TimedCase:
         self.chunk = 0
         self._keeper = ResultKeeper(self._input_storages, size=max(int(keep), 1))
         self._prepared: Prepared | None = None
-        self._digester: Digester | None = None  # the current chunk's
+        self._digester = Digester(key)
+        self._committing = False  # in a chunk: each result is digested as the next repetition is set up
         self._digests: dict[tuple[int, int], list[float]] = {}
 
     def _setup(self) -> None:
@@ -155,11 +157,14 @@ class TimedCase:
         self.feeder()
 
     def _commit_last(self) -> None:
-        """Digest the last result, if it is this chunk's and not digested yet."""
-        if self._digester is None or not self._keeper.kept:
+        """Digest the last result, if it is this chunk's and not digested yet
+        (in the warm-up: only to build the weights, outside the judge's clock)."""
+        if not self._keeper.kept:
             return
         tag, out = self._keeper.kept[-1]
-        if tag[0] == self.chunk and tag not in self._digests:
+        if not self._committing:
+            self._digester.prepare(out)
+        elif tag[0] == self.chunk and tag not in self._digests:
             self._digests[tag] = self._digester.digest(out)
 
     def _call(self) -> Any:
@@ -170,25 +175,25 @@ class TimedCase:
         p = self._prepared
         return {"spin_ms": p.spin_ms, "round_ms": p.round_ms}
 
-    def reps(self, n: int, seed: int, first: bool, key: int = 0) -> dict[str, Any]:
+    def reps(self, n: int, seed: int, first: bool) -> dict[str, Any]:
         """``n`` more timed repetitions, a chunk seeded ``seed`` (``first``:
-        the first of a case's chunks), each result digested under ``key``."""
+        the first of a case's chunks), each result digested as it is kept."""
         if self._prepared is None:
             raise RuntimeError("time-reps before time-start")
         if first:
             self._keeper.clear()
         self._next_chunk(seed)
-        self._digester, self._digests = Digester(key), {}
-        windows = self.timer.windows(self._call, self._prepared, self._setup, int(n))
-        self._keeper.secure()
-        self._commit_last()
-        digests = [self._digests.get((self.chunk, i)) for i in range(int(n))]
-        self._digester = None
-        return {"windows": windows, "digests": digests}
+        self._committing, self._digests = True, {}
+        try:
+            windows = self.timer.windows(self._call, self._prepared, self._setup, int(n))
+            self._keeper.secure()
+            self._commit_last()
+        finally:
+            self._committing = False
+        return {"windows": windows, "digests": [self._digests.get((self.chunk, i)) for i in range(int(n))]}
 
     def settle(self, n: int, seed: int) -> dict[str, Any]:
         self._next_chunk(seed)
-        self._digester = None
         return {"settled": self.timer.settled(self._call, self._setup, int(n))}
 
     def _next_chunk(self, seed: int) -> None:

@@ -179,7 +179,8 @@ class _Worker:
             received.close()
             self.timed = None  # the previous case's inputs go first
             self.timed = TimedCase(func, [(tuple(a), dict(k)) for a, k in sets], header["timer"],
-                                   seed=int(header.get("seed", 0)), keep=int(header.get("keep", KEPT_RESULTS)))
+                                   seed=int(header.get("seed", 0)), keep=int(header.get("keep", KEPT_RESULTS)),
+                                   key=int(header.get("key", 0)))
         case = self.timed
         if case is None:
             return {"override_error": f"{op} without a time-start"}, None
@@ -188,8 +189,7 @@ class _Worker:
             if op == "time-start":
                 reply = case.start()
             elif op == "time-reps":
-                reply = case.reps(int(header["n"]), int(header["seed"]), bool(header.get("first")),
-                                  int(header.get("key", 0)))
+                reply = case.reps(int(header["n"]), int(header["seed"]), bool(header.get("first")))
             elif op == "time-settle":
                 reply = case.settle(int(header["n"]), int(header["seed"]))
             else:
