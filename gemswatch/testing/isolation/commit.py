@@ -65,7 +65,7 @@ class Digester:
         for t in leaves(value):
             x = _real(t).to(torch.float64)
             weighted = x * self._weight(x)
-            out += [float(weighted.sum()), float(weighted.abs().sum())]
+            out += torch.stack([weighted.sum(), weighted.abs().sum()]).tolist()  # one wait for the device
         return out
 
 
