@@ -1,4 +1,5 @@
 import os
+import signal
 
 import pytest
 
@@ -7,6 +8,13 @@ import pytest
 # sessions fork candidate workers as a stage does, and a forked OpenMP pool
 # can hang the child (the worker is then started afresh, which is slower).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Started in the background of a non-interactive shell, the suite inherits
+# SIGINT ignored, and so would every process it starts (Python keeps an
+# ignored SIGINT ignored): the stop protocol's SIGINT would reach none of
+# the stages and clusters the tests start, as it does from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The correctness plugin adds --override, --override-config, --list-overrides,
 # --gemswatch-record and --output, and records candidate_calls per test case;
