@@ -28,7 +28,7 @@ import torch
 from ..accuracy import AccuracyError, assert_close
 from .timing import clone_inputs
 
-__all__ = ["Accuracy", "Judged", "check_case_accuracy", "float64_inputs", "product"]
+__all__ = ["Accuracy", "Judged", "baseline_on_copy", "check_case_accuracy", "float64_inputs", "product"]
 
 EAGER_FACTOR = 2.0  # accepted outside the rule when no worse than this times eager's error
 
@@ -69,15 +69,16 @@ def float64_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 
 def check_case_accuracy(op: str, accuracy: Accuracy, baseline: Callable[..., Any], got: Any,
-                        args: tuple, kwargs: dict) -> None:
+                        args: tuple, kwargs: dict, eager: Any = None) -> None:
     """AccuracyError unless ``got`` (the candidate's result for ``args``/
     ``kwargs``, left as they are) passes the accuracy rule against the
-    float64 reference, or is no worse than torch eager's on the same inputs."""
+    float64 reference, or is no worse than torch eager's on the same inputs
+    (``eager``, when the caller has it already; else computed on a copy)."""
     ref_args, ref_kwargs = float64_inputs(args, kwargs)
     judged = accuracy(ref_args, ref_kwargs)
     want = baseline(*ref_args, **ref_kwargs)
-    eager_args, eager_kwargs = clone_inputs(args, kwargs)
-    eager = baseline(*eager_args, **eager_kwargs)
+    if eager is None:
+        eager = baseline_on_copy(baseline, args, kwargs)
     if not isinstance(got, torch.Tensor) or not isinstance(eager, torch.Tensor):
         return  # several results: the timed-output distance judges them
     if got.dtype != eager.dtype or got.shape != eager.shape:
@@ -90,6 +91,12 @@ def check_case_accuracy(op: str, accuracy: Accuracy, baseline: Callable[..., Any
     except AccuracyError as e:
         if not _no_worse_than_eager(got, eager, want):
             raise AccuracyError(f"{e} (torch eager on the same inputs: {_errors(eager, want)})", **e.fields) from None
+
+
+def baseline_on_copy(baseline: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """The baseline's result for ``args``/``kwargs``, left as they are (an in-place one writes a copy)."""
+    copy_args, copy_kwargs = clone_inputs(args, kwargs)
+    return baseline(*copy_args, **copy_kwargs)
 
 
 def _errors(result: torch.Tensor, want: torch.Tensor) -> str:

@@ -32,7 +32,7 @@ import json
 import os
 import random
 from contextlib import AbstractContextManager
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -41,7 +41,8 @@ from ..isolation.commit import Digester, same_digest
 from ..isolation.judge import RemoteCandidate
 from ..isolation.remote_timing import RemoteTiming, check_reported_time
 from ..isolation.timed import ResultKeeper, storages
-from .case_accuracy import Accuracy
+from .base import Benchmark
+from .case_accuracy import baseline_on_copy
 from .timed_checks import InputPool, check_timed_accuracy, check_timed_output
 from .timing import Timer
 
@@ -89,14 +90,15 @@ def plan_checks(chunks: list[int], rng: random.Random, count: int = CHECKED_REPS
     return plan
 
 
-def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., Any], remote: RemoteCandidate,
-                  pool: InputPool, base_args: tuple, base_kwargs: dict, result_bytes: int,
-                  judge_side: AbstractContextManager, accuracy: Accuracy | None = None) -> tuple[float, float]:
-    """(baseline latency, candidate latency) in ms, the candidate's checked.
-    ``judge_side``: the scope the baseline is timed in (the candidate's
-    processes held still: :meth:`.state.BenchState.judge_side`); ``accuracy``:
-    how the checked repetitions' results are judged besides their distance
-    to the baseline's (:mod:`.case_accuracy`)."""
+def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandidate, pool: InputPool,
+                  base_args: tuple, base_kwargs: dict, result_bytes: int,
+                  judge_side: AbstractContextManager) -> tuple[float, float]:
+    """(baseline latency, candidate latency) in ms of a case of ``bm``, the
+    candidate's checked (by the benchmark's accuracy rule too, where it
+    declares one: :mod:`.case_accuracy`). ``judge_side``: the scope the
+    baseline is timed in (the candidate's processes held still:
+    :meth:`.state.BenchState.judge_side`)."""
+    op, baseline = bm.op, bm.baseline
     rng = random.SystemRandom()  # the worker cannot see this process's draws
     longest = longest_chunk(device, result_bytes, timer.max_reps)
     # The baseline's results are kept, secured and let go as the worker
@@ -141,8 +143,9 @@ def time_isolated(op: str, timer: Timer, device: str, baseline: Callable[..., An
                         f"the result of timed repetition {i} of {op} is not the one its worker committed to when the "
                         "chunk ended: results must exist when the timed repetitions end, not be made when asked for")
                 want_args, want_kwargs = pool.values(seed, i)
-                check_timed_accuracy(op, accuracy, baseline, got, want_args, want_kwargs)
-                check_timed_output(torch, op, got, baseline(*want_args, **want_kwargs))
+                eager = baseline_on_copy(baseline, want_args, want_kwargs)
+                check_timed_accuracy(op, bm.accuracy, baseline, got, want_args, want_kwargs, eager)
+                check_timed_output(torch, op, got, eager)
     settled = timing.settle(timer.settle_reps(len(windows)), rng.getrandbits(62)) if device == "cuda" else None
     return measured.latency, timer.finish(windows, settled)
 

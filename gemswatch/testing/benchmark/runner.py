@@ -22,7 +22,7 @@ import torch
 from ..integrity import IntegrityError, check_replay
 from .base import Benchmark
 from .isolated_timing import remote_of, time_isolated
-from .case_accuracy import check_case_accuracy
+from .case_accuracy import baseline_on_copy, check_case_accuracy
 from .cases import CaseList, CaseSpec, case_seed, dtype_name
 from .case_extras import CASE_FIELDS, record_extras
 from .reference import describe_error
@@ -284,8 +284,7 @@ class BenchmarkRunner:
             timed, watched = self._first_call(bm, fn, is_override, cand_args, cand_kwargs)
             if remote is not None:  # timed in its worker, judged here
                 entry["latency_base"], latency = time_isolated(
-                    bm.op, timer, st.device, bm.baseline, remote, pool, base_args, base_kwargs, tensor_bytes(out),
-                    st.judge_side(), bm.accuracy)
+                    bm, timer, st.device, remote, pool, base_args, base_kwargs, tensor_bytes(out), st.judge_side())
             else:
                 setups = (pool.feeder(base_args, base_kwargs), pool.feeder(cand_args, cand_kwargs)) if pool else ()
                 entry["latency_base"], latency = timer.pair(baseline, candidate, setups=setups)
@@ -304,8 +303,9 @@ class BenchmarkRunner:
             self._check_candidate(bm, spec, fn, args, kwargs, watched)
             if remote is None:
                 want_args, want_kwargs = pool.values(setups[1].seed, setups[1].rep - 1)
-                check_timed_accuracy(bm.op, bm.accuracy, bm.baseline, last[0], want_args, want_kwargs)
-                check_timed_output(torch, bm.op, last[0], bm.baseline(*want_args, **want_kwargs))
+                eager = baseline_on_copy(bm.baseline, want_args, want_kwargs)
+                check_timed_accuracy(bm.op, bm.accuracy, bm.baseline, last[0], want_args, want_kwargs, eager)
+                check_timed_output(torch, bm.op, last[0], eager)
         last[0] = None
         if is_override and bm.flops is None:
             check_speed_of_light(bm.op, latency, tensor_bytes(args, kwargs) + tensor_bytes(out), st.copy_gbps)

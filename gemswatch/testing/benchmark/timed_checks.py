@@ -162,14 +162,15 @@ def check_timed_output(torch: ModuleType, op: str, got: Any, want: Any) -> None:
 
 
 def check_timed_accuracy(op: str, accuracy: Accuracy | None, baseline: Callable[..., Any], got: Any,
-                         args: tuple, kwargs: dict) -> None:
+                         args: tuple, kwargs: dict, eager: Any) -> None:
     """IntegrityError('timed-output') unless a timed repetition's result
-    (for ``args``/``kwargs``, its values) passes the accuracy rule as the
-    case's first call must (:func:`.case_accuracy.check_case_accuracy`)."""
+    (for ``args``/``kwargs``, its values; ``eager``: the baseline's result
+    for them) passes the accuracy rule as the case's first call must
+    (:func:`.case_accuracy.check_case_accuracy`)."""
     if accuracy is None:
         return
     try:
-        check_case_accuracy(op, accuracy, baseline, got, args, kwargs)
+        check_case_accuracy(op, accuracy, baseline, got, args, kwargs, eager)
     except AccuracyError as e:
         raise IntegrityError("timed-output", f"a timed repetition of {op} returned a result outside the accuracy "
                                              f"rule (timed calls are judged as the first one is): {e}") from None
