@@ -74,10 +74,12 @@ def test_failure_detail_pane():
             message="tests/test_softmax.py::test_x[fp16]: max abs err 0.5",
             first_failure="tests/test_softmax.py::test_x[fp16]",
             log="/p/.gemswatch/runs/r1/correctness.log",
-            log_tail="E   AssertionError: max abs err 0.5\nFAILED tests/test_softmax.py::test_x[fp16]\n",
+            log_tail="gemswatch: candidate sandbox: Landlock ABI 7, writes only to /tmp/x\n"
+                     "E   AssertionError: max abs err 0.5\nFAILED tests/test_softmax.py::test_x[fp16]\n",
         )
     )
     out = screen(render(st))
+    assert "candidate sandbox" not in out  # the log's header, not the failure
     assert "correctness failed: tests/test_softmax.py::test_x[fp16]: max abs err 0.5" in out
     assert "first failure: tests/test_softmax.py::test_x[fp16]" in out
     assert "log: /p/.gemswatch/runs/r1/correctness.log" in out

@@ -24,6 +24,9 @@ LOG_LINES = 8  # of the log's end, in a collapsed pane
 PANE_LINES = 12  # lines a collapsed pane shows
 # pytest's short summary lines, cut to its own terminal's width ("FAILED id - msg...")
 _CUT_SUMMARY = re.compile(r"^(FAILED|ERROR) \S+ - .*\.\.\.$")
+# The session header a stage's log opens with: how the worker is sandboxed,
+# not what went wrong (the log keeps it).
+_HEADER = re.compile(r"^gemswatch: candidate sandbox: ")
 
 
 def _err(x: float) -> str:
@@ -134,7 +137,7 @@ def failure_lines(row: Row, expanded: bool) -> list[Text]:
     if cell is not None and cell.coverage:
         lines += coverage_lines(cell.coverage)
     if row.log_tail:
-        tail = row.log_tail.rstrip().splitlines()
+        tail = [ln for ln in row.log_tail.rstrip().splitlines() if not _HEADER.match(ln)]
         if groups:
             tail = [ln for ln in tail if not _CUT_SUMMARY.match(ln)]
         lines += [Text(ln, style="dim") for ln in (tail if expanded else tail[-LOG_LINES:])]
