@@ -1,7 +1,7 @@
 """Time launch-parameter variants of the gems kernels that miss their
 bandwidth goal, against torch, in one GPU run.
 
-    python scripts/tune_sweep.py [--only softmax,gelu,reduce,columns,pointwise] [--small]
+    python scripts/tune_sweep.py [--only softmax,gelu,reduce,columns,colsoftmax,pointwise] [--small]
 
 Each experiment patches one launch heuristic of ``gemswatch.gems.ops._launch``
 (the kernels read them at call time), times the gems op and the torch
@@ -13,6 +13,7 @@ shapes (a smoke run under Triton's CPU interpreter).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 from unittest import mock
 
@@ -91,6 +92,35 @@ def column_variants(small: bool):
             )
 
 
+def column_softmax_variants(small: bool):
+    """softmax and log_softmax over dim 0 (few column blocks, a split reduced
+    axis): columns per program, chunk size, programs per multiprocessor a
+    split aims for, warps. torch.compile of the same call is timed once per
+    case (label "compile")."""
+    shapes = [(512, 8)] if small else [(4096, 4096), (8192, 8192), (1024, 1024)]
+    dtypes = (torch.float32,) if small else (torch.float16, torch.float32)
+    for shape, dtype in itertools.product(shapes, dtypes):
+        x = torch.randn(shape, dtype=dtype, device=gems.device)
+        moved = 2 * x.numel() * x.element_size()
+        for op in ("softmax", "log_softmax") if shape == (4096, 4096) else ("softmax",):
+            ours, theirs = getattr(gems, op), getattr(torch, op)
+            call = (lambda f=ours, x=x: f(x, 0)), (lambda f=theirs, x=x: f(x, 0)), moved
+            name = f"{op} {str(dtype)[6:]} {list(shape)} dim 0"
+            compiled = torch.compile(lambda x, f=theirs: f(x, 0))
+            yield f"{name}: compile", contextlib.nullcontext(), ((lambda c=compiled, x=x: c(x)), call[1], moved)
+            for block_k, tile, per_sm, warps in itertools.product((32, 64, 128), (2048, 4096, 8192), (2, 4, 8), (4, 8)):
+                if warps == 8 and tile < 8192:
+                    continue
+                yield (
+                    f"{name}: K {block_k}, TILE {tile}, {per_sm}/SM, {warps} warps",
+                    patched(
+                        COLUMN_SOFTMAX_BLOCK_K=block_k, COLUMN_SOFTMAX_TILE=tile, COLUMN_SOFTMAX_PROGRAMS_PER_SM=per_sm,
+                        COLUMN_SOFTMAX_WARPS=warps,
+                    ),
+                    call,
+                )
+
+
 def pointwise_variants(small: bool):
     """Block and warps of the elementwise kernels at 128 MiB per operand."""
     for dtype in (torch.bfloat16, torch.float32):
@@ -108,7 +138,7 @@ def pointwise_variants(small: bool):
 
 EXPERIMENTS = {
     "softmax": softmax_variants, "gelu": gelu_variants, "reduce": reduce_variants, "columns": column_variants,
-    "pointwise": pointwise_variants,
+    "colsoftmax": column_softmax_variants, "pointwise": pointwise_variants,
 }
 
 
@@ -125,10 +155,11 @@ def main() -> int:
     for name in args.only.split(","):
         for label, patch, (ours, theirs, moved) in EXPERIMENTS[name](args.small):
             with patch:
-                ours()  # compile outside the timed part
+                # Compiles outside the timed part; a variant must agree with torch.
+                diff = (ours().double() - theirs().double()).abs().max().item()
                 base, mine = timer.pair(theirs, ours)
             pct = f"{100 * moved / (mine * 1e-3) / 1e9 / copy:5.1f} %" if copy else "-"
-            print(f"{label:70s} torch {base * 1e3:9.1f} us  gems {mine * 1e3:9.1f} us  x{base / mine:5.2f}  {pct}")
+            print(f"{label:70s} torch {base * 1e3:9.1f} us  gems {mine * 1e3:9.1f} us  x{base / mine:5.2f}  {pct}  max|diff| {diff:.1e}")
     return 0
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "test_layouts",
     "test_extreme_values",
     "test_infinities",
+    "test_column_infinities",
     "test_dtype_argument",
     "test_float64",
     "test_small_probabilities",
@@ -130,7 +131,7 @@ def test_widths(op, size_class):
 
 
 # (shape, dim): first, middle and last dims, a size-1 softmax dim, 1-D and
-# 4-D, a long column (reduced along dim 0 past one block).
+# 4-D, long columns (reduced along dim 0 past one block, and past many).
 DIM_CASES = [
     ((5, 3, 40), 0),
     ((2, 1030, 3), 1),
@@ -140,6 +141,9 @@ DIM_CASES = [
     ((2, 3, 129), -2),
     ((4097, 2), 0),
     ((2, 3, 9000), -1),
+    ((20000, 3), 0),  # long, few columns: a split reduced axis in the library
+    ((3000, 40), 0),
+    ((2, 1500, 130), 1),
 ]
 
 
@@ -203,6 +207,27 @@ def test_infinities(op, n):
     finite = expected.isfinite()
     assert torch.equal(out.isfinite().cpu(), finite), "the -inf entries must stay -inf (or 0) and only those"
     assert_close(out.cpu()[finite], expected[finite], torch.float32, reduce_len=n, scale=scale[finite] if op == "log_softmax" else None, rounded_terms=op == "log_softmax")
+
+
+def test_column_infinities(op):
+    # Down long columns: -inf through the first two thirds of one column (a
+    # stretch a kernel may reduce on its own), every other entry of another,
+    # and a column all -inf (NaN, as torch gives).
+    x = randn(3000, 40, seed=8)
+    x[:2000, 5] = -math.inf
+    x[::2, 9] = -math.inf
+    x[:, 7] = -math.inf
+    record(x, width=3000, dim="0")
+    out = getattr(gems, op)(x, 0)
+    expected, scale = reference(op, x, 0)
+    assert out[:, 7].isnan().all(), f"{op} of a column all -inf must be NaN, as torch's"
+    keep = torch.ones(40, dtype=torch.bool)
+    keep[7] = False
+    out, expected = out.cpu()[:, keep], expected[:, keep]
+    finite = expected.isfinite()
+    assert torch.equal(out.isfinite(), finite), "the -inf entries must stay -inf (or 0) and only those"
+    scale = scale[:, keep][finite] if op == "log_softmax" else None
+    assert_close(out[finite], expected[finite], torch.float32, reduce_len=3000, scale=scale, rounded_terms=op == "log_softmax")
 
 
 # (input dtype, dtype=, shape, dim): the half_to_float path on the first,

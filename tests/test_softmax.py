@@ -58,3 +58,28 @@ def test_wide_rows_prefetch_only_where_shared_memory_allows(monkeypatch, shared_
         assert grid == (132,) and stages * tile_bytes <= shared_memory
     else:
         assert grid == launch.grid(4096) and stages == 1
+
+
+@pytest.mark.gems_impl
+@pytest.mark.parametrize(
+    "shape", [(1, 4096, 4096), (1, 8192, 8192), (4, 65536, 16)], ids=lambda s: "x".join(map(str, s))
+)
+def test_long_columns_split_to_fill_the_machine(monkeypatch, shape):
+    # dim 0 of a matrix has few column blocks: one per 128 columns would leave
+    # most of an H200's 132 multiprocessors idle.
+    monkeypatch.setattr(_launch, "multiprocessors", lambda device: 132)
+    n_outer, n, n_inner = shape
+    plan = _launch.column_launch(n_outer, n, n_inner, torch.device("cuda", 0))
+    programs = n_outer * _launch.cdiv(n_inner, plan.block_k) * plan.n_splits
+    assert not plan.fused and programs >= 132
+    assert plan.per_split % plan.block_n == 0 and plan.per_split >= 4 * plan.block_n
+    assert (plan.n_splits - 1) * plan.per_split < n <= plan.n_splits * plan.per_split
+
+
+@pytest.mark.gems_impl
+def test_many_column_blocks_need_no_split(monkeypatch):
+    monkeypatch.setattr(_launch, "multiprocessors", lambda device: 132)
+    assert _launch.column_launch(32, 4096, 4096, torch.device("cuda", 0)).n_splits == 1
+    # A short axis splits no further than pieces of 4 chunks.
+    small = _launch.column_launch(1, 1024, 1024, torch.device("cuda", 0))
+    assert small.n_splits == 1024 // (4 * small.block_n)

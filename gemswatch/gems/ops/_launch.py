@@ -23,6 +23,10 @@ __all__ = [
     "COLUMN_WARPS",
     "COLUMN_STAGES",
     "COLUMN_TARGET_PROGRAMS",
+    "COLUMN_SOFTMAX_TILE",
+    "COLUMN_SOFTMAX_BLOCK_K",
+    "COLUMN_SOFTMAX_PROGRAMS_PER_SM",
+    "COLUMN_SOFTMAX_WARPS",
     "TARGET_PROGRAMS",
     "PIPELINE_MIN_BYTES",
     "PIPELINE_STAGES",
@@ -33,6 +37,7 @@ __all__ = [
     "multiprocessors",
     "shared_memory",
     "device_index",
+    "ColumnLaunch",
     "column_launch",
     "pointwise_launch",
     "ReduceLaunch",
@@ -75,6 +80,13 @@ COLUMN_WARPS = 4
 # prefetch. (Row programs read whole contiguous chunks and gain nothing.)
 COLUMN_STAGES = 2
 COLUMN_TARGET_PROGRAMS = 528
+# Softmax along a middle axis (dim 0 of a matrix, say): elements per chunk,
+# columns per program (128 16-bit columns are a 256-byte row segment), the
+# programs per multiprocessor a split aims for, and the most warps.
+COLUMN_SOFTMAX_TILE = 4096
+COLUMN_SOFTMAX_BLOCK_K = 128
+COLUMN_SOFTMAX_PROGRAMS_PER_SM = 4
+COLUMN_SOFTMAX_WARPS = 4
 # About how many programs keep an H200 (132 SMs) busy with enough loads in
 # flight; reductions with fewer output tiles than this split the reduced axis
 # into partial results.
@@ -191,21 +203,53 @@ def _shared_memory(index: int) -> int:
     return getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", 0)
 
 
-def column_launch(n_reduce: int, n_inner: int) -> tuple[int, int, bool, int]:
-    """Tile for an (outer, n_reduce, n_inner) problem reduced along the middle
-    axis with the inner axis contiguous: returns (BLOCK_N, BLOCK_K, fused,
-    num_warps); fused means the whole reduced axis fits one tile."""
-    return _column_launch(n_reduce, n_inner, MAX_FUSED_SIZE, LOOP_BLOCK_SIZE)
+@dataclass(frozen=True)
+class ColumnLaunch:
+    """How softmax covers an (n_outer, n_reduce, n_inner) tensor along its
+    middle axis, the inner axis contiguous: programs own ``block_k`` columns;
+    ``fused`` holds a whole column in one (block_n, block_k) tile, else a
+    program walks (block_n, block_k) chunks. ``n_splits`` > 1 cuts the
+    reduced axis into pieces of ``per_split`` rows: one kernel writes each
+    piece's running max and sum per column, a second combines them and writes
+    its piece, so a few long columns still fill the machine."""
+
+    block_n: int
+    block_k: int
+    fused: bool
+    n_splits: int
+    per_split: int
+    num_warps: int
+
+
+def column_launch(n_outer: int, n_reduce: int, n_inner: int, device: torch.device) -> ColumnLaunch:
+    """:class:`ColumnLaunch` for softmax along a middle axis on ``device``."""
+    target = COLUMN_SOFTMAX_PROGRAMS_PER_SM * multiprocessors(device)
+    return _column_launch(
+        n_outer, n_reduce, n_inner, MAX_FUSED_SIZE, COLUMN_SOFTMAX_TILE, COLUMN_SOFTMAX_BLOCK_K, target,
+        COLUMN_SOFTMAX_WARPS,
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4096)
-def _column_launch(n_reduce: int, n_inner: int, max_fused: int, loop_block: int) -> tuple[int, int, bool, int]:
-    block_k = min(next_pow2(max(n_inner, 1)), 128)
+def _column_launch(
+    n_outer: int, n_reduce: int, n_inner: int, max_fused: int, tile: int, max_block_k: int, target_programs: int,
+    max_warps: int,
+) -> ColumnLaunch:  # fmt: skip
+    block_k = min(next_pow2(max(n_inner, 1)), max_block_k)
     width = next_pow2(max(n_reduce, 1))
-    if width * block_k <= max_fused:
-        return width, block_k, True, num_warps_for(width * block_k)
-    block_n = max(1, min(loop_block, max_fused) // block_k)
-    return block_n, block_k, False, num_warps_for(block_n * block_k)
+    programs = n_outer * cdiv(n_inner, block_k)
+    if width * block_k <= max_fused and (width * block_k <= tile or programs >= target_programs):
+        return ColumnLaunch(width, block_k, True, 1, n_reduce, num_warps_for(width * block_k))
+    block_n = max(1, tile // block_k)
+    chunks = cdiv(n_reduce, block_n)
+    n_splits = 1
+    # Too few column blocks to fill the machine: split the reduced axis, each
+    # piece at least 4 chunks long so the extra partial results stay cheap.
+    if programs < target_programs and chunks >= 8:
+        n_splits = min(chunks // 4, cdiv(target_programs, programs))
+    per_split = cdiv(chunks, n_splits) * block_n
+    n_splits = cdiv(n_reduce, per_split)
+    return ColumnLaunch(block_n, block_k, False, n_splits, per_split, min(max_warps, num_warps_for(block_n * block_k)))
 
 
 def pointwise_launch(n_elements: int, element_size: int) -> tuple[int, int]:

@@ -5,9 +5,11 @@ in the middle. With inner == 1 the rows are contiguous: short rows are packed
 several per program, rows up to ``_launch.MAX_FUSED_SIZE`` take one pass in
 registers (tiles of 64 KiB and more on a persistent grid that prefetches the
 next rows, see ``_launch.pipelined_grid``), wider rows an online pass
-(running max and rescaled sum) followed by a write pass. With inner > 1 a program owns a block of contiguous columns
-of one slab and does the same down the columns. Math in fp32, or in fp64 for
-a float64 result (``COMPUTE``).
+(running max and rescaled sum) followed by a write pass. With inner > 1 a
+program owns a block of contiguous columns of one slab and does the same down
+the columns; few long columns split the reduced axis into pieces
+(``_launch.ColumnLaunch``). Math in fp32, or in fp64 for a float64 result
+(``COMPUTE``).
 """
 
 from __future__ import annotations
@@ -157,6 +159,86 @@ def _softmax_columns_kernel(
             tl.store(y_slab + offs, y, mask=mask)
 
 
+@triton.jit
+def _softmax_column_pieces_kernel(
+    x_ptr, m_ptr, d_ptr, n_reduce, n_inner, per_split,
+    COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """First half of a split column softmax of contiguous (n_outer, n_reduce,
+    n_inner) x: per (piece of per_split rows, block of BLOCK_K columns), each
+    column's max m and sum d = sum(exp(x - m)) over the piece, stored at
+    [a, piece, k] of (n_outer, n_pieces, n_inner) m and d."""
+    k_blocks = tl.cdiv(n_inner, BLOCK_K)
+    n_pieces = tl.cdiv(n_reduce, per_split)
+    # Neighbouring programs read the same rows of neighbouring columns.
+    pid = tl.program_id(0)
+    piece = pid // k_blocks % n_pieces
+    outer = pid // (k_blocks * n_pieces)
+    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    inner_mask = inner < n_inner
+    other = tl.where(inner_mask, float("-inf"), 0.0)[None, :]
+    x_slab = x_ptr + outer.to(tl.int64) * n_reduce * n_inner
+    m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), COMPUTE)
+    d = tl.zeros((BLOCK_N, BLOCK_K), COMPUTE)
+    begin = piece * per_split
+    end = tl.minimum(begin + per_split, n_reduce)
+    for start in range(begin, end, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        mask = (n < end)[:, None] & inner_mask[None, :]
+        x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=other)
+        m, d = _online_update(m, d, x.to(COMPUTE))
+    piece_max = tl.max(m, 0)
+    # A column that is -inf all through the piece has sum 0 and max -inf.
+    safe = tl.where(piece_max == float("-inf"), 0.0, piece_max)
+    piece_sum = tl.sum(d * tl.exp(m - safe[None, :]), 0)
+    at = (outer.to(tl.int64) * n_pieces + piece) * n_inner + inner
+    tl.store(m_ptr + at, piece_max, mask=inner_mask)
+    tl.store(d_ptr + at, piece_sum, mask=inner_mask)
+
+
+@triton.jit
+def _softmax_column_write_kernel(
+    x_ptr, y_ptr, m_ptr, d_ptr, n_reduce, n_inner, per_split,
+    LOG: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PIECES: tl.constexpr,
+):  # fmt: skip
+    """Second half: combine the pieces' (m, d) of a block of columns and write
+    this program's piece of y. Programs run in the reverse order of the first
+    kernel's, so the pieces read last, likeliest still in L2, are read again
+    first."""
+    k_blocks = tl.cdiv(n_inner, BLOCK_K)
+    n_pieces = tl.cdiv(n_reduce, per_split)
+    pid = tl.num_programs(0) - 1 - tl.program_id(0)
+    piece = pid // k_blocks % n_pieces
+    outer = pid // (k_blocks * n_pieces)
+    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    inner_mask = inner < n_inner
+    p = tl.arange(0, PIECES)
+    at = (outer.to(tl.int64) * n_pieces + p)[:, None] * n_inner + inner[None, :]
+    p_mask = (p < n_pieces)[:, None] & inner_mask[None, :]
+    m = tl.load(m_ptr + at, mask=p_mask, other=float("-inf"))
+    d = tl.load(d_ptr + at, mask=p_mask, other=0.0)
+    col_max = tl.max(m, 0)
+    safe = tl.where(col_max == float("-inf"), 0.0, col_max)
+    col_sum = tl.sum(d * tl.exp(m - safe[None, :]), 0)
+    log_sum = tl.log(col_sum)
+    inv_sum = 1.0 / col_sum
+    other = tl.where(inner_mask, float("-inf"), 0.0)[None, :]
+    slab = outer.to(tl.int64) * n_reduce * n_inner
+    begin = piece * per_split
+    end = tl.minimum(begin + per_split, n_reduce)
+    for start in range(begin, end, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        mask = (n < end)[:, None] & inner_mask[None, :]
+        offs = n.to(tl.int64)[:, None] * n_inner + inner[None, :]
+        x = tl.load(x_ptr + slab + offs, mask=mask, other=other).to(COMPUTE)
+        if LOG:
+            y = x - col_max[None, :] - log_sum[None, :]
+        else:
+            y = tl.exp(x - col_max[None, :]) * inv_sum[None, :]
+        tl.store(y_ptr + slab + offs, y, mask=mask)
+
+
 _SUPPORTED = "float16, bfloat16, float32, float64 results (integer and bool inputs with a float dtype)"
 
 
@@ -209,12 +291,28 @@ def _softmax(input: torch.Tensor, dim: int, dtype: torch.dtype | None, log: bool
                 x, y, n, LOG=log, COMPUTE=compute, BLOCK_N=launch.block_cols, num_warps=launch.num_warps
             )
     else:
-        block_n, block_k, fused, num_warps = _launch.column_launch(n, n_inner)
-        grid = (n_outer * _launch.cdiv(n_inner, block_k),)
-        _softmax_columns_kernel[grid](
-            x, y, n, n_inner, LOG=log, COMPUTE=compute, FUSED=fused, BLOCK_N=block_n, BLOCK_K=block_k,
-            num_warps=num_warps,
-        )
+        plan = _launch.column_launch(n_outer, n, n_inner, x.device)
+        k_blocks = _launch.cdiv(n_inner, plan.block_k)
+        if plan.n_splits == 1:
+            _softmax_columns_kernel[(n_outer * k_blocks,)](
+                x, y, n, n_inner, LOG=log, COMPUTE=compute, FUSED=plan.fused, BLOCK_N=plan.block_n,
+                BLOCK_K=plan.block_k, num_warps=plan.num_warps,
+            )  # fmt: skip
+        else:
+            pieces = torch.empty(
+                (2, n_outer * plan.n_splits * n_inner), dtype=torch.float64 if compute == tl.float64 else torch.float32,
+                device=x.device,
+            )  # fmt: skip
+            grid = (n_outer * plan.n_splits * k_blocks,)
+            _softmax_column_pieces_kernel[grid](
+                x, pieces[0], pieces[1], n, n_inner, plan.per_split, COMPUTE=compute, BLOCK_N=plan.block_n,
+                BLOCK_K=plan.block_k, num_warps=plan.num_warps,
+            )  # fmt: skip
+            _softmax_column_write_kernel[grid](
+                x, y, pieces[0], pieces[1], n, n_inner, plan.per_split, LOG=log, COMPUTE=compute,
+                BLOCK_N=plan.block_n, BLOCK_K=plan.block_k, PIECES=_launch.next_pow2(plan.n_splits),
+                num_warps=plan.num_warps,
+            )  # fmt: skip
     if ndim == 0:
         return y.reshape(())
     if order is not None:
