@@ -81,12 +81,16 @@ COLUMN_WARPS = 4
 COLUMN_STAGES = 2
 COLUMN_TARGET_PROGRAMS = 528
 # Softmax along a middle axis (dim 0 of a matrix, say): elements per chunk,
-# columns per program (128 16-bit columns are a 256-byte row segment), the
-# programs per multiprocessor a split aims for, and the most warps.
-COLUMN_SOFTMAX_TILE = 4096
-COLUMN_SOFTMAX_BLOCK_K = 128
+# columns per program, the programs per multiprocessor a split aims for, and
+# the most warps. H200, softmax and log_softmax over dim 0 of [1024, 1024],
+# [4096, 4096] and [8192, 8192] in fp16 and fp32 (scripts/tune_sweep.py
+# --only colsoftmax, 36 variants): these are within 9 % of each case's best
+# variant (geomean 4 %); 128 columns per program with chunks of 4096 were up
+# to 70 % slower (log_softmax fp32 [4096, 4096]).
+COLUMN_SOFTMAX_TILE = 8192
+COLUMN_SOFTMAX_BLOCK_K = 32
 COLUMN_SOFTMAX_PROGRAMS_PER_SM = 4
-COLUMN_SOFTMAX_WARPS = 4
+COLUMN_SOFTMAX_WARPS = 8
 # About how many programs keep an H200 (132 SMs) busy with enough loads in
 # flight; reductions with fewer output tiles than this split the reduced axis
 # into partial results.

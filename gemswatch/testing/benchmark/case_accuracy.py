@@ -83,8 +83,10 @@ def check_case_accuracy(op: str, accuracy: Accuracy, baseline: Callable[..., Any
         return  # several results: the timed-output distance judges them
     if got.dtype != eager.dtype or got.shape != eager.shape:
         raise AccuracyError(f"{op} returned {got.dtype} {tuple(got.shape)}, torch returns {eager.dtype} {tuple(eager.shape)}")
-    want, got, eager = want.detach().cpu(), got.detach().cpu(), eager.detach().cpu()
-    scale = None if judged.scale is None else judged.scale.detach().cpu()
+    # On the inputs' device: float64 on a GPU judges a GPU-sized case in
+    # milliseconds, where the CPU took seconds per case.
+    want, got, eager = want.detach(), got.detach().to(want.device), eager.detach().to(want.device)
+    scale = None if judged.scale is None else judged.scale.detach().to(want.device)
     try:
         assert_close(got, want, eager.dtype, reduce_len=judged.reduce_len, equal_nan=True, scale=scale,
                      rounded_terms=judged.rounded_terms)
