@@ -20,6 +20,8 @@ CASES = {
         CasePlan({"x": [4096, 4096]}),
         CasePlan({"x": [4096, 8192]}),
         CasePlan({"x": [16384, 4096]}),
+        CasePlan({"x": [1024, 32768]}),  # long rows: fp32 missed 85 % of copy bandwidth here
+        CasePlan({"x": [8192, 8192]}),
         CasePlan({"x": [65536, 128]}),
         CasePlan({"x": [8, 2048, 4096]}),
     ],
