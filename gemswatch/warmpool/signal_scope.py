@@ -6,7 +6,7 @@ the watcher itself found by walking ``/proc``, or another stage. The
 candidate's worker is sandboxed on its own (``GEMSWATCH_CANDIDATE_SANDBOX``),
 but that sandbox can be turned off, and a checkout may run candidates in the
 stage process. So every stage confines itself first: a Landlock domain that
-handles no file access and scopes only signals (Linux 6.12, Landlock ABI 6).
+scopes signals (Linux 6.12, Landlock ABI 6) and restricts no file access.
 The stage and everything it starts may still signal one another; the
 watcher may still stop them; nothing in the stage can signal a process
 outside it. Irreversible, inherited across fork and exec.
@@ -28,15 +28,22 @@ import sys
 
 __all__ = ["confine_signals", "main"]
 
-_SYS_CREATE_RULESET, _SYS_RESTRICT_SELF = 444, 446  # the same on x86_64 and arm64
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on x86_64 and arm64
 _CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
 _SCOPE_SIGNAL = 1 << 1
+_ACCESS_FS_REFER = 1 << 13
 _PR_SET_NO_NEW_PRIVS = 38
 
 
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                 ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
 def confine_signals() -> str | None:
@@ -49,11 +56,24 @@ def confine_signals() -> str | None:
         return f"no Landlock ({e})"
     if abi < 6:
         return "this kernel cannot scope signals (Landlock ABI 6, Linux 6.12)" if abi > 0 else "this kernel has no Landlock"
-    attr = _RulesetAttr(0, 0, _SCOPE_SIGNAL)
+    # Landlock denies moving a file to another folder (rename, link) unless
+    # every layer grants it, even a layer that handles no file access; once
+    # the candidate's worker adds its own layer, a compiler's cache write
+    # (a file renamed out of a temporary folder) would fail with EXDEV. So
+    # this layer grants it everywhere and leaves files to that one.
+    attr = _RulesetAttr(_ACCESS_FS_REFER, 0, _SCOPE_SIGNAL)
     ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
         return f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}"
     try:
+        root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+        try:
+            rule = _PathBeneathAttr(_ACCESS_FS_REFER, root)
+            if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
+                            ctypes.c_uint32(0)) != 0:
+                return f"landlock_add_rule failed: {os.strerror(ctypes.get_errno())}"
+        finally:
+            os.close(root)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
         if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:

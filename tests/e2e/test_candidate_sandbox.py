@@ -11,19 +11,23 @@ from pathlib import Path
 import pytest
 
 from gemswatch.testing.isolation.sandbox import CACHE_VARS, CACHES_ENV, WRITABLE_ENV, landlock_abi, restrict
+from gemswatch.warmpool.signal_scope import confine_signals
 
 pytestmark = pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
 
 
-def in_sandbox(project: Path, tries: dict, env: dict[str, str] | None = None) -> dict[str, str]:
+def in_sandbox(project: Path, tries: dict, env: dict[str, str] | None = None, stage: bool = False) -> dict[str, str]:
     """Fork, sandbox the child with ``project`` protected, run each try there;
-    what each did ('ok' or the error's type)."""
+    what each did ('ok' or the error's type). ``stage``: confine the child's
+    signals first, as every stage does before its worker starts."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
             os.environ.update(env or {})
+            if stage:
+                assert confine_signals() is None
             box = restrict([project])
             out = {"active": str(box.active)}
             for name, attempt in tries.items():
@@ -110,3 +114,32 @@ def test_the_candidate_writes_caches_of_its_own_never_the_judges(tmp_path):
 def _write_under(folder: str) -> None:
     Path(folder).mkdir(parents=True, exist_ok=True)
     Path(folder, "entry").write_text("x")
+
+
+def _cache_put(folder: str) -> None:
+    # As Triton stores a compiled kernel: a file written in a temporary
+    # folder of its own, then renamed into the cache's folder.
+    entry = Path(folder, "KEY")
+    temporary = entry / f"tmp.pid_{os.getpid()}"
+    temporary.mkdir(parents=True, exist_ok=True)
+    (temporary / "kernel.cubin").write_text("x")
+    os.replace(temporary / "kernel.cubin", entry / "kernel.cubin")
+    temporary.rmdir()
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="stages confine their signals from Landlock ABI 6 on")
+def test_a_compiler_stores_into_its_cache_inside_a_stage(tmp_path):
+    # Both layers at once, the stage's (signals) and the worker's (files): a
+    # file moved between folders must be allowed by each (EXDEV otherwise,
+    # which failed every kernel compiled on a GPU).
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "elsewhere" / "a").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "a" / "f").write_text("x")
+    tries = {
+        "cache": lambda: _cache_put(os.environ["TRITON_CACHE_DIR"]),
+        "elsewhere": lambda: os.replace(tmp_path / "elsewhere" / "a" / "f", tmp_path / "elsewhere" / "f"),
+    }
+    got = in_sandbox(project, tries, env={CACHES_ENV: str(tmp_path / "candidates")}, stage=True)
+    assert got == {"active": "True", "cache": "ok", "elsewhere": "PermissionError"}
+    assert (tmp_path / "candidates" / "triton_cache_dir" / "KEY" / "kernel.cubin").exists()
