@@ -32,7 +32,7 @@ import json
 import os
 import random
 from contextlib import AbstractContextManager
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -131,8 +131,8 @@ def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandid
     for c, n in enumerate(chunks):
         seed = rng.getrandbits(62)
         chunk, wall_ms, committed = timing.reps(n, seed, first=c == 0)
-        _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms)
-        check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, device)
+        _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, timing.account)
+        check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, device, timing.account)
         windows += chunk
         picks = checks.get(c)
         if picks:
@@ -150,7 +150,8 @@ def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandid
     return measured.latency, timer.finish(windows, settled)
 
 
-def _trace(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float) -> None:
+def _trace(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float,
+           account: dict[str, Any] | None) -> None:
     """Append a chunk's figures to the trace file, when one is named (for
     measuring how much an honest worker loses outside its windows)."""
     path = os.environ.get(TRACE_ENV)
@@ -158,4 +159,4 @@ def _trace(op: str, windows: list[float], wall_ms: float, overhead_ms: float, sp
         return
     with open(path, "a") as f:
         f.write(json.dumps({"op": op, "n": len(windows), "reported_ms": sum(windows), "wall_ms": wall_ms,
-                            "overhead_ms": overhead_ms, "spin_ms": spin_ms}) + "\n")
+                            "overhead_ms": overhead_ms, "spin_ms": spin_ms, "account": account}) + "\n")

@@ -53,11 +53,6 @@ class Digester:
             w = self._weights[where] = torch.randn(t.shape, generator=g, dtype=torch.float64, device=t.device)
         return w
 
-    def prepare(self, value: Any) -> None:
-        """Build the weights for results shaped like ``value`` (ahead of the clock)."""
-        for t in leaves(value):
-            self._weight(_real(t))
-
     def digest(self, value: Any) -> list[float]:
         """Two numbers per tensor of ``value``: its weighted sum, and the sum of
         the weighted magnitudes (what a digest of the same bytes may differ by)."""

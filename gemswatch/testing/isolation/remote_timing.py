@@ -62,7 +62,7 @@ SLACK = {
 
 
 def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float,
-                        device: str = "cpu") -> None:
+                        device: str = "cpu", account: dict[str, Any] | None = None) -> None:
     """IntegrityError('timer') when the reported windows cannot be true: their
     total must account for the judge's wall time around them, less
     ``len(windows) x (OVERHEAD_FACTOR x overhead_ms + spin_ms)`` and the
@@ -83,8 +83,14 @@ def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_
             "timer",
             f"the candidate's {n} timed repetitions of {op} reported {reported:.4g} ms in all, but the judge's clock "
             f"saw {wall_ms:.4g} ms around them, more than the {allowance:.4g} ms that may pass outside the windows: "
-            "the timer in the candidate's process was tampered with",
+            "the timer in the candidate's process was tampered with"
+            + f" (the judge's own loop lost {overhead_ms:.3g} ms a repetition outside its windows, the spin {spin_ms:.3g} ms"
+            + (f"; the worker's own account of the chunk, ms: {_account_text(account)})" if account else ")"),
         )
+
+
+def _account_text(account: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.3g}" for k, v in account.items() if isinstance(v, (int, float)))
 
 
 class RemoteTiming:
@@ -102,6 +108,7 @@ class RemoteTiming:
         self.key = key  # of the digests the worker commits to (.commit)
         self.spin_ms = 0.0
         self.round_ms = 0.0
+        self.account: dict[str, Any] | None = None  # the worker's account of its last chunk (a hint)
 
     def _ask(self, header: dict[str, Any], fd: int | None = None) -> tuple[dict[str, Any], int | None]:
         __tracebackhide__ = True
@@ -156,6 +163,8 @@ class RemoteTiming:
         if not isinstance(digests, list) or len(digests) != n:
             raise IntegrityError("timed-output", f"the candidate's worker committed to {len(digests or [])} results "
                                                  f"for {n} repetitions")
+        account = reply.get("account")
+        self.account = account if isinstance(account, dict) else None
         return windows, wall_ms, digests
 
     def outputs(self, picks: list[int]) -> list[Any]:
