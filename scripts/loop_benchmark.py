@@ -494,6 +494,13 @@ def cache_entries(folder: Path) -> set[str]:
     return {d.name for d in folder.iterdir() if d.is_dir()} if folder.is_dir() else set()
 
 
+def triton_caches(proj: Path) -> dict[str, Path]:
+    """The project's two Triton caches: the judge's (gems and its baselines)
+    and the candidates' own (what their workers compile)."""
+    state = proj / ".gemswatch"
+    return {"judge": state / "triton-cache", "candidates": state / "candidate-caches" / "triton_cache_dir"}
+
+
 _KERNEL_LINE = "    cols = tl.arange(0, BLOCK_COLS)\n"
 
 
@@ -510,8 +517,9 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
     saves and kernel-constant saves (save -> preflight, -> correctness),
     ``pause`` seconds apart (the spares a save used are replaced meanwhile,
     as between a user's edits)."""
-    cache = proj / ".gemswatch" / "triton-cache"
-    shutil.rmtree(cache, ignore_errors=True)
+    caches = triton_caches(proj)
+    for cache in caches.values():
+        shutil.rmtree(cache, ignore_errors=True)
     config = proj / "config.yaml"
     original_config = config.read_text()
     config.write_text(original_config + f"\nspares: {spares}\n")
@@ -524,11 +532,11 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
         time.sleep(1.0)
 
         def save(label: str, text: str) -> None:
-            before = cache_entries(cache)
+            before = {name: cache_entries(c) for name, c in caches.items()}
             t0 = time.monotonic()
             target.write_text(text)
             digest = sha(target)
-            row = rows.setdefault(label, {"preflight": [], "correctness": [], "kernels": []})
+            row = rows.setdefault(label, {"preflight": [], "correctness": [], "kernels": [], "judge kernels": []})
             for stage in ("preflight", "correctness"):
                 t, e = w.wait(
                     lambda e, s=stage: e["event"] == "stage_finished" and e["stage"] == s and e["content_sha256"] == digest,
@@ -538,7 +546,8 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
                     print(f"  note: {label} {stage}: {e['status']} {e.get('message', '')[:160]}")
                 row[stage].append(t - t0)
             w.wait(lambda e: e["event"] == "run_finished" and e["content_sha256"] == digest, 60, "run_finished")
-            row["kernels"].append(float(len(cache_entries(cache) - before)))
+            row["kernels"].append(float(len(cache_entries(caches["candidates"]) - before["candidates"])))
+            row["judge kernels"].append(float(len(cache_entries(caches["judge"]) - before["judge"])))
             time.sleep(pause)
 
         save("first save after start", original + "\n# loop benchmark: first save\n")
@@ -561,12 +570,12 @@ def device_part(proj: Path, repeat: int, device: str, spares: str, pause: float)
     loop = device_loop(proj, repeat, spares, pause)
     for label, row in loop.items():
         print(f"    {label:24s} save->preflight {row['preflight']:6.3f} s   save->correctness {row['correctness']:6.3f} s"
-              f"   new Triton cache entries {row['kernels']:.0f}", flush=True)
+              f"   new Triton cache entries: candidate {row['kernels']:.0f}, judge {row['judge kernels']:.0f}", flush=True)
     return {
         "spare_start": g["spare"] / g["cold"],
         "unchanged": loop["comment-only save"]["correctness"],
         "changed": loop["kernel constant changed"]["correctness"],
-        "comment_kernels": loop["comment-only save"]["kernels"],
+        "comment_kernels": loop["comment-only save"]["kernels"] + loop["comment-only save"]["judge kernels"],
     }
 
 
