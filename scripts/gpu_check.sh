@@ -9,6 +9,10 @@
 #   w  scripts/tune_sweep.py
 #   o  every operator's preflight with the bundled kernels as the candidate
 #      (scripts/library_candidate.py: the accuracy rule on the GPU shapes)
+#   r  `gemswatch run candidates/ --json --benchmark auto` in a scratch copy:
+#      the bundled candidates through all three stages (no false failure),
+#      with the timer check's trace of every chunk (timer_trace.jsonl)
+#   h  scripts/host_overhead.py --part both
 #   scripts/gpu_check.sh OUTDIR [STEPS]    (default: eacCl)
 # Each step has a time limit (seconds, env GPU_CHECK_<STEP>_S) so one slow step
 # cannot eat the lease; what finished is in OUTDIR either way.
@@ -69,6 +73,16 @@ if step o; then
     timeout "${GPU_CHECK_O_S:-300}" $py -m pytest -q -p no:cacheprovider benchmark --preflight-only --level core \
         "${overrides[@]}" --output "$out/preflight_library.json" > "$out/preflight_library.txt" 2>&1
     echo "exit $?" >> "$out/preflight_library.txt"
+fi
+if step r; then
+    rm -rf /tmp/gpu-check-project && cp -r . /tmp/gpu-check-project
+    (cd /tmp/gpu-check-project && GEMSWATCH_TIMER_TRACE="$(realpath "$out")/timer_trace.jsonl" \
+        timeout "${GPU_CHECK_R_S:-240}" gemswatch run candidates/ --json --benchmark auto \
+        > "$(realpath "$out")/run.jsonl" 2> "$(realpath "$out")/run.txt"; echo "exit $?" >> "$(realpath "$out")/run.txt")
+fi
+if step h; then
+    timeout "${GPU_CHECK_H_S:-200}" $py scripts/host_overhead.py --part both > "$out/host_overhead.txt" 2>&1
+    echo "exit $?" >> "$out/host_overhead.txt"
 fi
 if step l; then
     timeout "${GPU_CHECK_L_S:-240}" $py scripts/loop_benchmark.py --only ab --repeat "${GPU_CHECK_REPEAT:-2}" > "$out/loop.txt" 2>&1
