@@ -12,7 +12,7 @@
 #   r  `gemswatch run candidates/ --json --benchmark auto` in a scratch copy:
 #      the bundled candidates through all three stages (no false failure),
 #      with the timer check's trace of every chunk (timer_trace.jsonl)
-#   h  scripts/host_overhead.py --part both
+#   h  scripts/host_overhead.py --part both, and a profile of the products' host path
 #   scripts/gpu_check.sh OUTDIR [STEPS]    (default: eacCl)
 # Each step has a time limit (seconds, env GPU_CHECK_<STEP>_S) so one slow step
 # cannot eat the lease; what finished is in OUTDIR either way.
@@ -83,6 +83,8 @@ fi
 if step h; then
     timeout "${GPU_CHECK_H_S:-200}" $py scripts/host_overhead.py --part both > "$out/host_overhead.txt" 2>&1
     echo "exit $?" >> "$out/host_overhead.txt"
+    # Where the matrix products' 66-82 us of our own Python go (the H200, 2026-12-02).
+    timeout 60 $py scripts/host_overhead.py --part b --ops mm,addmm --profile 40 > "$out/host_profile_mm.txt" 2>&1
 fi
 if step l; then
     timeout "${GPU_CHECK_L_S:-240}" $py scripts/loop_benchmark.py --only ab --repeat "${GPU_CHECK_REPEAT:-2}" > "$out/loop.txt" 2>&1
