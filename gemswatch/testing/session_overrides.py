@@ -237,6 +237,8 @@ class SessionOverrides:
         if self.registry is not None:
             self.registry.restore_all(allow_unused=True)
         if self.worker is not None:
+            if self.worker.times.calls:
+                print(f"gemswatch: {self.worker.times.line()}", file=sys.stderr, flush=True)
             self.worker.close()
         if self.adopted:
             kill_children()  # what the candidates left running, however they hid it

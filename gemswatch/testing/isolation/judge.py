@@ -33,6 +33,7 @@ guard around the call, in the judge, where the candidate cannot reach it.
 from __future__ import annotations
 
 import builtins
+import math
 import os
 import shutil
 import signal
@@ -42,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -93,6 +95,40 @@ def stage_output_fds(config: Any) -> tuple[int, int]:
     return fds[0], fds[1]
 
 
+@dataclass
+class CallTimes:
+    """Where a session's candidate calls spent their time (ms): the round
+    trips and the judge's own packing as the judge measured them, the rest
+    as the worker reports it (a hint for a reader, never evidence: the
+    worker is the candidate's process)."""
+
+    calls: int = 0
+    round_trip_ms: float = 0.0  # request sent to reply received
+    judge_moving_ms: float = 0.0  # the judge packing arguments and unpacking results
+    in_candidate_ms: float = 0.0  # the worker's word: the candidate's calls, their device work included
+    worker_moving_ms: float = 0.0  # the worker's word: unpacking arguments, packing results
+
+    def add(self, round_trip_ms: float, judge_moving_ms: float, worker: Any) -> None:
+        self.calls += 1
+        self.round_trip_ms += round_trip_ms
+        self.judge_moving_ms += judge_moving_ms
+        if isinstance(worker, dict):
+            self.in_candidate_ms += _ms(worker.get("call"))
+            self.worker_moving_ms += _ms(worker.get("unpack")) + _ms(worker.get("pack"))
+
+    def line(self) -> str:
+        """One line for the stage's log."""
+        s = 1e-3
+        return (f"candidate calls: {self.calls}, {self.round_trip_ms * s:.2f} s of round trips "
+                f"(the worker says {self.in_candidate_ms * s:.2f} s in the candidate, "
+                f"{self.worker_moving_ms * s:.2f} s moving tensors), "
+                f"{self.judge_moving_ms * s:.2f} s moving tensors in the judge")
+
+
+def _ms(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value >= 0 else 0.0
+
+
 class CandidateWorker:
     """One worker process and the socket to it; requests are serialised."""
 
@@ -102,6 +138,7 @@ class CandidateWorker:
         # result: the arena holds one message (see transport.Arena).
         self.call_lock = threading.RLock()
         self.arena = transport.Arena()  # what the judge sends
+        self.times = CallTimes()  # where this session's calls spent their time
         self.mappings = transport.Mappings()  # what the worker sends
         # The worker's scratch folder: the one place of its own it may write (see .sandbox).
         self.scratch = Path(tempfile.mkdtemp(prefix="gemswatch-candidate-"))
@@ -268,6 +305,11 @@ class WorkerSource:
         """How the worker died during the session, if it did."""
         return None if self.worker.died == "closed" else self.worker.died
 
+    @property
+    def times(self) -> CallTimes:
+        """Where the session's candidate calls spent their time."""
+        return self.worker.times
+
     def close(self) -> None:
         self.worker.close()
 
@@ -295,15 +337,18 @@ class RemoteCandidate:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         __tracebackhide__ = True
+        clock = time.perf_counter
+        t_pack = clock()
         try:
             packed = transport.pack((args, kwargs), arena=self.worker.arena, op="call", file=str(self.path),
                                     name=self.__name__)
         except transport.TransportError as e:
             raise TypeError(str(e)) from None
         try:
-            t0 = time.perf_counter()
+            t0 = clock()
             reply, fd = self.worker.request(packed.header, packed.fd)
-            took = (time.perf_counter() - t0) * 1e3
+            t1 = clock()
+            took = (t1 - t0) * 1e3
             self.fastest_ms = took if self.fastest_ms is None else min(self.fastest_ms, took)
             self.claimed_peak_bytes = reply.get("peak_bytes")
             try:
@@ -311,6 +356,7 @@ class RemoteCandidate:
             finally:
                 if fd is not None:
                     os.close(fd)
+                self.worker.times.add(took, ((t0 - t_pack) + (clock() - t1)) * 1e3, reply.get("worker_ms"))
         finally:
             packed.close()
 

@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 import weakref
 from collections import deque
@@ -206,14 +207,20 @@ class _Worker:
     def call(self, header: dict[str, Any], fd: int | None) -> tuple[dict[str, Any], transport.Packed | None]:
         loaded = self.files[str(header.get("file"))]
         func = loaded.function(str(header.get("name")))
+        clock = time.perf_counter
+        t0 = clock()
         (args, kwargs), inputs = transport.unpack(header, fd, own=False, mappings=self.mappings)
         before = _modes()
         allocated = _peak_start()
+        t1 = clock()
         try:
             out = func(*args, **kwargs)
+            if allocated is not None:
+                torch.cuda.synchronize()  # its device work counts as the candidate's, not as packing
         except BaseException as e:  # a skip, an exit or a crash of the candidate is the judge's to judge
             _write_back(inputs)
             return {**_error(e, self.folders()), "modes": _both(before, _modes())}, None
+        t2 = clock()
         peak = _peak_end(allocated)
         modes = _both(before, _modes())
         _write_back(inputs)
@@ -230,6 +237,9 @@ class _Worker:
         poison_(mine)
         self.results.remember(mine)
         inputs.close()
+        # Where the call's time went, for the stage's log (see judge.CallTimes).
+        packed.header["worker_ms"] = {"unpack": (t1 - t0) * 1e3, "call": (t2 - t1) * 1e3,
+                                      "pack": (clock() - t2) * 1e3}
         return packed.header, packed
 
 

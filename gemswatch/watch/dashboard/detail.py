@@ -24,9 +24,10 @@ LOG_LINES = 8  # of the log's end, in a collapsed pane
 PANE_LINES = 12  # lines a collapsed pane shows
 # pytest's short summary lines, cut to its own terminal's width ("FAILED id - msg...")
 _CUT_SUMMARY = re.compile(r"^(FAILED|ERROR) \S+ - .*\.\.\.$")
-# The session header a stage's log opens with: how the worker is sandboxed,
-# not what went wrong (the log keeps it).
-_HEADER = re.compile(r"^gemswatch: candidate sandbox: ")
+# The lines a stage's log opens and ends with: how the worker is sandboxed
+# and where the candidate calls spent their time, not what went wrong (the
+# log keeps them).
+_HEADER = re.compile(r"^gemswatch: candidate (sandbox|calls): ")
 
 
 def _err(x: float) -> str:
