@@ -211,6 +211,7 @@ def throwaway_tuning() -> Iterator[None]:
     def forget() -> None:
         mm_module._tiles.clear()
         mm_module._split_plans.clear()
+        mm_module._plans.clear()
 
     saved = _tune._tuner
     with tempfile.TemporaryDirectory(prefix="host_overhead_tune_") as folder:

@@ -153,12 +153,14 @@ def tuned_mm(monkeypatch, tmp_path):
     monkeypatch.setattr(mm_module, "AUTOTUNE_MIN_FLOPS", 1)
     monkeypatch.setattr(mm_module, "_tiles", {})
     monkeypatch.setattr(mm_module, "_split_plans", {})
+    monkeypatch.setattr(mm_module, "_plans", {})
 
     def fresh_process() -> CountingTimer:
         timer = CountingTimer()
         monkeypatch.setattr(_tune, "_tuner", _tune.Tuner(tmp_path, timer))
         mm_module._tiles.clear()
         mm_module._split_plans.clear()
+        mm_module._plans.clear()
         return timer
 
     return fresh_process

@@ -27,9 +27,11 @@ kept in one file rather than split.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import inspect
+from dataclasses import dataclass, field
 
 import torch
 import triton
@@ -228,14 +230,6 @@ def _sum_splits_kernel(
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def _set_tma_blocks(nargs: dict) -> None:
-    """Config pre-hook: the descriptors' block shapes follow the tile."""
-    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_COL_MAJOR"] else [bm, bk]
-    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_COL_MAJOR"] else [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn]
-
-
 @triton.jit
 def _addmm_tma_kernel(
     a_desc,
@@ -331,6 +325,11 @@ _SPLITS = (2, 4, 8, 16)
 _SUM_BLOCK_M, _SUM_BLOCK_N = 32, 64
 # Problem key -> (tile, splits), or None for the unsplit kernel.
 _split_plans: dict[tuple, tuple[tuple, int] | None] = {}
+# Launch plans by everything the launch derives from the operands (sizes,
+# strides, dtype, device, alignment) and the limits it reads: a repeated call
+# is one lookup and the launch (host time per call, docs/performance.md).
+_plans: dict[tuple, _Plan] = {}
+_MAX_PLANS = 4096
 
 
 def _heuristic_meta(M: int, N: int, K: int) -> dict:
@@ -451,47 +450,97 @@ def _problem_key(mat1, mat2, common: dict, *flags: bool) -> tuple:
     return (M, mat2.shape[1], K, str(mat1.dtype)[6:], common["DOT_PRECISION"], common["HAS_BIAS"], *flags)
 
 
-def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, restore: bool) -> None:
+@dataclass(frozen=True)
+class _Plan:
+    """How one product launches, all but its tensors: worked out on the first
+    call of a layout (tuning included), then reused by every call of it."""
+
+    kind: str  # "tma", "pointer" or "split"
+    grid: tuple[int, ...]
+    meta: dict  # the kernel's keywords (shared: callers only unpack it)
+    kmajor: tuple[bool, bool] = (False, False)  # K-major copies of mat1 / mat2 first (see _k_major)
+    col_major: tuple[bool, bool] = (False, False)  # tma: A / B read through their transposed (row-major) views
+    blocks: tuple = ()  # tma: the block shapes of the A, B and C descriptors
+    splits: int = 1  # split: partial products over slices of K
+    k_tiles_per_split: int = 0
+    sum_grid: tuple[int, ...] = ()
+    sum_meta: dict = field(default_factory=dict)
+
+    def run(self, mat1, mat2, out, bias_arg, alpha, beta) -> None:
+        """Launch this plan on operands of the layout it was made for."""
+        if self.kmajor[1]:
+            mat2 = mat2.t().contiguous().t()
+        if self.kmajor[0]:
+            mat1 = mat1.contiguous()
+        M, K = mat1.shape
+        N = mat2.shape[1]
+        if self.kind == "tma":
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            a_t, b_t = self.col_major
+            views = (mat1.t() if a_t else mat1, mat2.t() if b_t else mat2, out)
+            descs = [TensorDescriptor(t, t.shape, t.stride(), list(block)) for t, block in zip(views, self.blocks)]
+            _addmm_tma_kernel[self.grid](
+                *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta), **self.meta
+            )
+        elif self.kind == "pointer":
+            # No partials (the output stands in for the unused pointer); one split of all K tiles.
+            _addmm_kernel[self.grid](*_pointer_args(mat1, mat2, out, bias_arg, out, alpha, beta, K), **self.meta)
+        else:
+            partials = torch.empty((self.splits, M, N), dtype=torch.float32, device=out.device)
+            _addmm_kernel[self.grid](
+                *_pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, self.k_tiles_per_split), **self.meta
+            )
+            _sum_splits_kernel[self.sum_grid](
+                partials, out, bias_arg, M, N, self.splits, out.stride(0), out.stride(1),
+                bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta), **self.sum_meta,
+            )  # fmt: skip
+
+
+def _tma_blocks(meta: dict, a_t: bool, b_t: bool) -> tuple:
+    """The block shapes of the A, B and C descriptors for a tile (A and B
+    either way round, C row-major)."""
+    bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+    return ((bk, bm) if a_t else (bm, bk), (bn, bk) if b_t else (bk, bn), (bm, bn))
+
+
+def _direct_plan(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, restore: bool) -> _Plan:
     """One program per output tile: the TMA kernel where it pays, else the
     pointer kernel; the tile tuned when ``tuned`` (``restore``: ``out`` is
     also the bias and is put back after each timed trial)."""
     M, K = mat1.shape
     N = mat2.shape[1]
 
-    if _use_tma(mat1, mat2, out, tuned):
-        from triton.tools.tensor_descriptor import TensorDescriptor
+    def grid(meta: dict) -> tuple[int]:
+        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
 
-        (a, a_t), (b, b_t), (c, _) = _tma_view(mat1), _tma_view(mat2), _tma_view(out)
-        descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+    if _use_tma(mat1, mat2, out, tuned):
+        a_t, b_t = _tma_view(mat1)[1], _tma_view(mat2)[1]
         flags = dict(A_COL_MAJOR=a_t, B_COL_MAJOR=b_t, **common)
 
-        def run_tma(meta: dict) -> None:
-            _set_tma_blocks({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], **flags, **meta})
-            _addmm_tma_kernel[(cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)](
-                *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
-                **flags, **meta,
-            )  # fmt: skip
+        def tma(meta: dict) -> _Plan:
+            return _Plan("tma", grid(meta), {**flags, **meta}, col_major=(a_t, b_t), blocks=_tma_blocks(meta, a_t, b_t))
 
-        if tuned:
-            key = _problem_key(mat1, mat2, common, a_t, b_t)
-            run_tma(_tile_meta(_tuned_tile("addmm_tma", key, out, run_tma, restore)))
-        else:
-            run_tma(_heuristic_meta(M, N, K))
-        return
+        if not tuned:
+            return tma(_heuristic_meta(M, N, K))
+        key = _problem_key(mat1, mat2, common, a_t, b_t)
+        run = lambda meta: tma(meta).run(mat1, mat2, out, bias_arg, alpha, beta)  # noqa: E731  (a tuning trial)
+        return tma(_tile_meta(_tuned_tile("addmm_tma", key, out, run, restore)))
 
-    # No partials (the output stands in for the unused pointer); one split of all K tiles.
-    args = _pointer_args(mat1, mat2, out, bias_arg, out, alpha, beta, K)
+    def pointer(meta: dict) -> _Plan:
+        return _Plan("pointer", grid(meta), {"SPLIT_K": False, "EVEN_K": K % meta["BLOCK_K"] == 0, **common, **meta})
 
-    def run(meta: dict) -> None:
-        _addmm_kernel[(cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)](
-            *args, SPLIT_K=False, EVEN_K=K % meta["BLOCK_K"] == 0, **common, **meta
-        )
+    if not tuned:
+        return pointer(_heuristic_meta(M, N, K))
+    key = _problem_key(mat1, mat2, common, mat1.stride(1) == 1, mat2.stride(1) == 1)
+    run = lambda meta: pointer(meta).run(mat1, mat2, out, bias_arg, alpha, beta)  # noqa: E731  (a tuning trial)
+    return pointer(_tile_meta(_tuned_tile("addmm", key, out, run, restore)))
 
-    if tuned:
-        key = _problem_key(mat1, mat2, common, mat1.stride(1) == 1, mat2.stride(1) == 1)
-        run(_tile_meta(_tuned_tile("addmm", key, out, run, restore)))
-    else:
-        run(_heuristic_meta(M, N, K))
+
+def _direct(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tuned: bool, restore: bool) -> None:
+    """Launch the product one program per output tile (see :func:`_direct_plan`)."""
+    _direct_plan(mat1, mat2, out, bias_arg, alpha, beta, common, tuned, restore).run(mat1, mat2, out, bias_arg,
+                                                                                   alpha, beta)
 
 
 def _pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, k_tiles_per_split: int) -> tuple:
@@ -505,24 +554,24 @@ def _pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, k_tiles_per_
     )  # fmt: skip
 
 
-def _split(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tile: tuple, splits: int) -> None:
+def _split_launch(mat1, mat2, common: dict, tile: tuple, splits: int) -> _Plan:
     """The product as ``splits`` partial products over slices of K, then
     their sum (see ``_SPLIT_TILES``)."""
     M, K = mat1.shape
     N = mat2.shape[1]
     bm, bn, bk, stages, warps = tile
-    per_split = cdiv(cdiv(K, bk), splits)
-    partials = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
-    _addmm_kernel[(cdiv(M, bm) * cdiv(N, bn), splits)](
-        *_pointer_args(mat1, mat2, out, bias_arg, partials, alpha, beta, per_split), SPLIT_K=True,
-        EVEN_K=K % bk == 0, **common,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_stages=stages, num_warps=warps,
+    meta = {"SPLIT_K": True, "EVEN_K": K % bk == 0, **common, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+            "GROUP_M": 8, "num_stages": stages, "num_warps": warps}
+    return _Plan(
+        "split", (cdiv(M, bm) * cdiv(N, bn), splits), meta, splits=splits, k_tiles_per_split=cdiv(cdiv(K, bk), splits),
+        sum_grid=(cdiv(M, _SUM_BLOCK_M), cdiv(N, _SUM_BLOCK_N)),
+        sum_meta={"HAS_BIAS": common["HAS_BIAS"], "BLOCK_M": _SUM_BLOCK_M, "BLOCK_N": _SUM_BLOCK_N},
     )  # fmt: skip
-    _sum_splits_kernel[(cdiv(M, _SUM_BLOCK_M), cdiv(N, _SUM_BLOCK_N))](
-        partials, out, bias_arg, M, N, splits, out.stride(0), out.stride(1),
-        bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta),
-        HAS_BIAS=common["HAS_BIAS"], BLOCK_M=_SUM_BLOCK_M, BLOCK_N=_SUM_BLOCK_N,
-    )  # fmt: skip
+
+
+def _split(mat1, mat2, out, bias_arg, alpha, beta, common: dict, tile: tuple, splits: int) -> None:
+    """Launch the product split over K (see :func:`_split_launch`)."""
+    _split_launch(mat1, mat2, common, tile, splits).run(mat1, mat2, out, bias_arg, alpha, beta)
 
 
 def _split_candidates(mat1: torch.Tensor, M: int, N: int, K: int) -> list[tuple[tuple, int]]:
@@ -621,20 +670,36 @@ def _launch(
         return out
     has_bias = bias is not None
     bias_arg = bias if has_bias else out  # any pointer; never read without HAS_BIAS
+    key = (
+        mat1.shape, mat2.shape, mat1.stride(), mat2.stride(), out.stride(), mat1.dtype, mat1.device, has_bias, restore,
+        mat1.data_ptr() % 16, mat2.data_ptr() % 16, out.data_ptr() % 16,
+        interpreted, AUTOTUNE_MIN_FLOPS, KMAJOR_COPY_MIN, FP32_PRECISION, _use_tma,
+    )  # fmt: skip
+    with _on_device(mat1):
+        plan = _plans.get(key)
+        if plan is None:
+            if len(_plans) >= _MAX_PLANS:  # a sweep over many shapes: start afresh rather than grow
+                _plans.clear()
+            plan = _plans[key] = _make_plan(mat1, mat2, out, bias_arg, alpha, beta, has_bias, restore)
+        plan.run(mat1, mat2, out, bias_arg, alpha, beta)
+    return out
+
+
+def _make_plan(mat1, mat2, out, bias_arg, alpha, beta, has_bias: bool, restore: bool) -> _Plan:
+    """The launch of a product layout, tuned where it is large enough."""
+    M, K = mat1.shape
+    N = mat2.shape[1]
     # Triton's interpreter multiplies bf16 tiles as their raw uint16 bits
     # (triton 3.9), so there the tiles are widened to fp32 first.
     upcast = interpreted and mat1.dtype == torch.bfloat16
     common = dict(HAS_BIAS=has_bias, DOT_PRECISION=_dot_precision(mat1, upcast), UPCAST=upcast)
     tuned = M * N * K >= AUTOTUNE_MIN_FLOPS and not interpreted
-    mat1, mat2 = _k_major(mat1, mat2, common["DOT_PRECISION"])
-    args = (mat1, mat2, out, bias_arg, alpha, beta, common)
-    with _on_device(mat1):
-        plan = _split_plan(*args, restore) if tuned and _few_tiles(mat1, M, N) else None
-        if plan is None:
-            _direct(*args, tuned, restore)
-        else:
-            _split(*args, *plan)
-    return out
+    major1, major2 = _k_major(mat1, mat2, common["DOT_PRECISION"])
+    kmajor = (major1 is not mat1, major2 is not mat2)
+    args = (major1, major2, out, bias_arg, alpha, beta, common)
+    split = _split_plan(*args, restore) if tuned and _few_tiles(major1, M, N) else None
+    plan = _direct_plan(*args, tuned, restore) if split is None else _split_launch(major1, major2, common, *split)
+    return dataclasses.replace(plan, kmajor=kmajor)
 
 
 def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
