@@ -382,3 +382,16 @@ def test_a_benchmark_event_carries_its_headline_unrounded():
                          headline_vs="gems").event_fields()
     assert (fields["speedup"], fields["headline_speedup"], fields["headline_vs"]) == (0.0012345678, 1.23456789, "gems")
     assert "headline_speedup" not in StageResult("correctness", PASSED).event_fields()
+
+
+def test_the_sessions_own_lines_are_never_the_reason():
+    # An isolated session opens its log with the worker's sandbox and ends it
+    # with where the candidate calls spent their time; a crash's reason is
+    # the last line before those.
+    from gemswatch.watch.stage.pytest_log import first_failure_line, usage_error
+
+    log = ("gemswatch: candidate sandbox: Landlock ABI 7, writes only to /tmp/x\n"
+           "Fatal Python error: Segmentation fault\n"
+           "gemswatch: candidate calls: 3, 0.20 s of round trips (the worker says 0.18 s in the candidate)\n")
+    assert first_failure_line(log) == "Fatal Python error: Segmentation fault"
+    assert usage_error(log) == "Fatal Python error: Segmentation fault"

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ..stage.pytest_log import SESSION_NOTE
 from .state import Row
 from .table import STATUS_STYLE
 
@@ -24,10 +25,9 @@ LOG_LINES = 8  # of the log's end, in a collapsed pane
 PANE_LINES = 12  # lines a collapsed pane shows
 # pytest's short summary lines, cut to its own terminal's width ("FAILED id - msg...")
 _CUT_SUMMARY = re.compile(r"^(FAILED|ERROR) \S+ - .*\.\.\.$")
-# The lines a stage's log opens and ends with: how the worker is sandboxed
-# and where the candidate calls spent their time, not what went wrong (the
-# log keeps them).
-_HEADER = re.compile(r"^gemswatch: candidate (sandbox|calls): ")
+# The session's own lines (how the worker is sandboxed, where the candidate
+# calls spent their time) say nothing of what went wrong: the log keeps them.
+_HEADER = SESSION_NOTE
 
 
 def _err(x: float) -> str:

@@ -11,7 +11,8 @@ import re
 import signal
 from typing import Any
 
-__all__ = ["PROTOCOL_OPTIONS", "first_failure_line", "first_line", "missing_protocol", "signal_name", "usage_error"]
+__all__ = ["PROTOCOL_OPTIONS", "SESSION_NOTE", "first_failure_line", "first_line", "missing_protocol", "signal_name",
+           "usage_error"]
 
 # The options a checkout's pytest must know for gemswatch to drive it.
 PROTOCOL_OPTIONS = ("--override", "--record", "--output", "--level", "--preflight-only")
@@ -35,6 +36,9 @@ def first_line(text: Any, limit: int = 240) -> str:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# The lines the isolated session writes around the tests: how the candidate's
+# worker is sandboxed, where its calls spent their time. Never a reason.
+SESSION_NOTE = re.compile(r"^gemswatch: candidate (sandbox|calls): ")
 
 
 def _log_lines(log_tail: str) -> list[str]:
@@ -70,7 +74,7 @@ def missing_protocol(log_tail: str) -> list[str]:
 def _last_meaningful(lines: list[str]) -> str:
     for ln in reversed(lines):
         s = ln.strip()
-        if s and not set(s) <= set("=-_ ") and not s.startswith("no tests ran"):
+        if s and not set(s) <= set("=-_ ") and not s.startswith("no tests ran") and not SESSION_NOTE.match(s):
             return first_line(s)
     return ""
 
