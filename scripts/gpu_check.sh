@@ -13,6 +13,8 @@
 #      the bundled candidates through all three stages (no false failure),
 #      with the timer check's trace of every chunk (timer_trace.jsonl)
 #   h  scripts/host_overhead.py --part both, and a profile of the products' host path
+#   p  `gemswatch profile` of each bundled candidate's worst case (after r, in
+#      its scratch copy: ncu where it works, else the torch profiler)
 #   scripts/gpu_check.sh OUTDIR [STEPS]    (default: eacCl)
 # Each step has a time limit (seconds, env GPU_CHECK_<STEP>_S) so one slow step
 # cannot eat the lease; what finished is in OUTDIR either way.
@@ -79,6 +81,12 @@ if step r; then
     (cd /tmp/gpu-check-project && GEMSWATCH_TIMER_TRACE="$(realpath "$out")/timer_trace.jsonl" \
         timeout "${GPU_CHECK_R_S:-240}" gemswatch run candidates/ --json --benchmark auto \
         > "$(realpath "$out")/run.jsonl" 2> "$(realpath "$out")/run.txt"; echo "exit $?" >> "$(realpath "$out")/run.txt")
+fi
+if step p; then
+    for f in candidates/*.py; do
+        (cd /tmp/gpu-check-project && timeout "${GPU_CHECK_P_S:-120}" gemswatch profile "$f" \
+            >> "$(realpath "$out")/profile.txt" 2>&1; echo "$f exit $?" >> "$(realpath "$out")/profile.txt")
+    done
 fi
 if step h; then
     timeout "${GPU_CHECK_H_S:-200}" $py scripts/host_overhead.py --part both > "$out/host_overhead.txt" 2>&1
