@@ -136,10 +136,19 @@ def test_a_compiler_stores_into_its_cache_inside_a_stage(tmp_path):
     project.mkdir()
     (tmp_path / "elsewhere" / "a").mkdir(parents=True)
     (tmp_path / "elsewhere" / "a" / "f").write_text("x")
+    (project / "tests").mkdir()
+    (project / "tests" / "test_op.py").write_text("def test_op(): pass\n")
     tries = {
         "cache": lambda: _cache_put(os.environ["TRITON_CACHE_DIR"]),
         "elsewhere": lambda: os.replace(tmp_path / "elsewhere" / "a" / "f", tmp_path / "elsewhere" / "f"),
+        # A hard link in a writable folder to a test file would make the test writable.
+        "link a test": lambda: os.link(project / "tests" / "test_op.py", Path(os.environ["TMPDIR"]) / "test_op.py"),
+        "move a test in": lambda: os.replace(project / "tests" / "test_op.py", Path(os.environ["TMPDIR"]) / "t.py"),
     }
     got = in_sandbox(project, tries, env={CACHES_ENV: str(tmp_path / "candidates")}, stage=True)
-    assert got == {"active": "True", "cache": "ok", "elsewhere": "PermissionError"}
+    # Refused either way: EACCES, or EXDEV where Landlock refuses a link across folders.
+    assert {k: v != "ok" for k, v in got.items()} == {"active": True, "cache": False, "elsewhere": True,
+                                                       "link a test": True, "move a test in": True}
+    assert got["active"] == "True"
+    assert (project / "tests" / "test_op.py").read_text() == "def test_op(): pass\n"
     assert (tmp_path / "candidates" / "triton_cache_dir" / "KEY" / "kernel.cubin").exists()
