@@ -22,6 +22,7 @@ set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUTDIR [STEPS]}
 steps=${2:-eacCl}
 mkdir -p "$out"
+abs_out=$(realpath "$out")  # for the steps that run in a scratch copy
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
@@ -78,14 +79,14 @@ if step o; then
 fi
 if step r; then
     rm -rf /tmp/gpu-check-project && cp -r . /tmp/gpu-check-project
-    (cd /tmp/gpu-check-project && GEMSWATCH_TIMER_TRACE="$(realpath "$out")/timer_trace.jsonl" \
+    (cd /tmp/gpu-check-project && GEMSWATCH_TIMER_TRACE="$abs_out/timer_trace.jsonl" \
         timeout "${GPU_CHECK_R_S:-240}" gemswatch run candidates/ --json --benchmark auto \
-        > "$(realpath "$out")/run.jsonl" 2> "$(realpath "$out")/run.txt"; echo "exit $?" >> "$(realpath "$out")/run.txt")
+        > "$abs_out/run.jsonl" 2> "$abs_out/run.txt"; echo "exit $?" >> "$abs_out/run.txt")
 fi
 if step p; then
     for f in candidates/*.py; do
         (cd /tmp/gpu-check-project && timeout "${GPU_CHECK_P_S:-120}" gemswatch profile "$f" \
-            >> "$(realpath "$out")/profile.txt" 2>&1; echo "$f exit $?" >> "$(realpath "$out")/profile.txt")
+            >> "$abs_out/profile.txt" 2>&1; echo "$f exit $?" >> "$abs_out/profile.txt")
     done
 fi
 if step h; then

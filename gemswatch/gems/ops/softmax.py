@@ -160,6 +160,29 @@ def _softmax_columns_kernel(
 
 
 @triton.jit
+def _column_piece(pid, n_reduce, n_inner, per_split, BLOCK_K: tl.constexpr):
+    """Program ``pid``'s share of a split column softmax: its slab ``outer``,
+    its piece (rows ``begin`` to ``end``) and its block of columns ``inner``.
+    Neighbouring programs take the same rows of neighbouring columns."""
+    k_blocks = tl.cdiv(n_inner, BLOCK_K)
+    n_pieces = tl.cdiv(n_reduce, per_split)
+    piece = pid // k_blocks % n_pieces
+    outer = pid // (k_blocks * n_pieces)
+    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    begin = piece * per_split
+    return outer, piece, n_pieces, inner, begin, tl.minimum(begin + per_split, n_reduce)
+
+
+@triton.jit
+def _max_and_sum(m, d):
+    """Combine running (max, sum) pairs along axis 0 into each column's max
+    and sum of exp(x - max); a column that is -inf throughout has sum 0."""
+    col_max = tl.max(m, 0)
+    safe = tl.where(col_max == float("-inf"), 0.0, col_max)
+    return col_max, tl.sum(d * tl.exp(m - safe[None, :]), 0)
+
+
+@triton.jit
 def _softmax_column_pieces_kernel(
     x_ptr, m_ptr, d_ptr, n_reduce, n_inner, per_split,
     COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -168,29 +191,18 @@ def _softmax_column_pieces_kernel(
     n_inner) x: per (piece of per_split rows, block of BLOCK_K columns), each
     column's max m and sum d = sum(exp(x - m)) over the piece, stored at
     [a, piece, k] of (n_outer, n_pieces, n_inner) m and d."""
-    k_blocks = tl.cdiv(n_inner, BLOCK_K)
-    n_pieces = tl.cdiv(n_reduce, per_split)
-    # Neighbouring programs read the same rows of neighbouring columns.
-    pid = tl.program_id(0)
-    piece = pid // k_blocks % n_pieces
-    outer = pid // (k_blocks * n_pieces)
-    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    outer, piece, n_pieces, inner, begin, end = _column_piece(tl.program_id(0), n_reduce, n_inner, per_split, BLOCK_K)
     inner_mask = inner < n_inner
     other = tl.where(inner_mask, float("-inf"), 0.0)[None, :]
     x_slab = x_ptr + outer.to(tl.int64) * n_reduce * n_inner
     m = tl.full((BLOCK_N, BLOCK_K), float("-inf"), COMPUTE)
     d = tl.zeros((BLOCK_N, BLOCK_K), COMPUTE)
-    begin = piece * per_split
-    end = tl.minimum(begin + per_split, n_reduce)
     for start in range(begin, end, BLOCK_N):
         n = start + tl.arange(0, BLOCK_N)
         mask = (n < end)[:, None] & inner_mask[None, :]
         x = tl.load(x_slab + n.to(tl.int64)[:, None] * n_inner + inner[None, :], mask=mask, other=other)
         m, d = _online_update(m, d, x.to(COMPUTE))
-    piece_max = tl.max(m, 0)
-    # A column that is -inf all through the piece has sum 0 and max -inf.
-    safe = tl.where(piece_max == float("-inf"), 0.0, piece_max)
-    piece_sum = tl.sum(d * tl.exp(m - safe[None, :]), 0)
+    piece_max, piece_sum = _max_and_sum(m, d)
     at = (outer.to(tl.int64) * n_pieces + piece) * n_inner + inner
     tl.store(m_ptr + at, piece_max, mask=inner_mask)
     tl.store(d_ptr + at, piece_sum, mask=inner_mask)
@@ -206,27 +218,19 @@ def _softmax_column_write_kernel(
     this program's piece of y. Programs run in the reverse order of the first
     kernel's, so the pieces read last, likeliest still in L2, are read again
     first."""
-    k_blocks = tl.cdiv(n_inner, BLOCK_K)
-    n_pieces = tl.cdiv(n_reduce, per_split)
     pid = tl.num_programs(0) - 1 - tl.program_id(0)
-    piece = pid // k_blocks % n_pieces
-    outer = pid // (k_blocks * n_pieces)
-    inner = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    outer, piece, n_pieces, inner, begin, end = _column_piece(pid, n_reduce, n_inner, per_split, BLOCK_K)
     inner_mask = inner < n_inner
     p = tl.arange(0, PIECES)
     at = (outer.to(tl.int64) * n_pieces + p)[:, None] * n_inner + inner[None, :]
     p_mask = (p < n_pieces)[:, None] & inner_mask[None, :]
     m = tl.load(m_ptr + at, mask=p_mask, other=float("-inf"))
     d = tl.load(d_ptr + at, mask=p_mask, other=0.0)
-    col_max = tl.max(m, 0)
-    safe = tl.where(col_max == float("-inf"), 0.0, col_max)
-    col_sum = tl.sum(d * tl.exp(m - safe[None, :]), 0)
+    col_max, col_sum = _max_and_sum(m, d)
     log_sum = tl.log(col_sum)
     inv_sum = 1.0 / col_sum
     other = tl.where(inner_mask, float("-inf"), 0.0)[None, :]
     slab = outer.to(tl.int64) * n_reduce * n_inner
-    begin = piece * per_split
-    end = tl.minimum(begin + per_split, n_reduce)
     for start in range(begin, end, BLOCK_N):
         n = start + tl.arange(0, BLOCK_N)
         mask = (n < end)[:, None] & inner_mask[None, :]
