@@ -3,9 +3,12 @@ repetitions, with figures made up (no worker, no timer)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gemswatch.gems.ops._timing import Measurement
+from gemswatch.testing.benchmark.isolated_timing import TIMER_TRIES, timed_chunk
 from gemswatch.testing.integrity import IntegrityError
 from gemswatch.testing.isolation.remote_timing import OVERHEAD_FACTOR, SLACK, check_reported_time
 
@@ -53,3 +56,40 @@ def test_the_overhead_of_a_measurement_is_what_its_wall_time_holds_beyond_window
     m = Measurement(latency=1.0, windows=(1.0, 1.0, 1.0, 1.0), wall_ms=4.0 + 4 * 0.3, spin_ms=0.1)
     assert m.overhead_ms == pytest.approx(0.2)
     assert Measurement(1.0, (1.0,), wall_ms=0.5).overhead_ms == 0.0  # a clock hiccup never goes negative
+
+
+class _Timing:
+    """A worker's timing side that reports each chunk as its script says:
+    (windows, the judge's wall time around them)."""
+
+    spin_ms = 0.0
+    account = None
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.asked = []
+
+    def reps(self, n, seed, first=True):
+        self.asked.append((n, seed, first))
+        windows, wall_ms = self.script.pop(0)
+        return windows, wall_ms, [f"digest-{seed}-{i}" for i in range(n)]
+
+
+def test_a_chunk_stalled_once_by_a_loaded_machine_is_run_again_and_its_honest_rerun_counts():
+    honest = ([1.0, 1.0], 2.2)
+    stalled = ([1.0, 1.0], 40.0)  # another process's time slice inside the chunk
+    timing = _Timing([stalled, honest])
+    seed, windows, committed = timed_chunk(timing, "softmax", 2, random.Random(0), True, overhead_ms=0.1,
+                                           device="cpu")
+    assert windows == [1.0, 1.0]
+    assert [a[1] for a in timing.asked][-1] == seed and committed == [f"digest-{seed}-0", f"digest-{seed}-1"]
+    # New values for the rerun, and only the case's first chunk clears the warm-up's results.
+    assert timing.asked[0][1] != timing.asked[1][1] and [a[2] for a in timing.asked] == [True, False]
+
+
+def test_a_timer_that_lies_on_every_try_fails_the_case():
+    lie = ([0.001, 0.001], 40.0)
+    timing = _Timing([lie] * TIMER_TRIES)
+    with pytest.raises(IntegrityError, match=rf"'timer' failed: .* \(on each of {TIMER_TRIES} tries\)"):
+        timed_chunk(timing, "softmax", 2, random.Random(0), True, overhead_ms=0.1, device="cpu")
+    assert len(timing.asked) == TIMER_TRIES

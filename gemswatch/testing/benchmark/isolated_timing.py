@@ -46,10 +46,12 @@ from .case_accuracy import baseline_on_copy
 from .timed_checks import InputPool, check_timed_accuracy, check_timed_output
 from .timing import Timer
 
-__all__ = ["CHECKED_REPS", "FIRST_CHUNK", "plan_checks", "plan_chunks", "remote_of", "time_isolated"]
+__all__ = ["CHECKED_REPS", "FIRST_CHUNK", "TIMER_TRIES", "plan_checks", "plan_chunks", "remote_of", "time_isolated",
+           "timed_chunk"]
 
 FIRST_CHUNK = 10  # timed repetitions checked against the judge's clock before the rest run
 CHECKED_REPS = 8  # timed results compared with the baseline, per case
+TIMER_TRIES = 3  # runs of a chunk whose windows fall short of the judge's clock, before the verdict
 # The results of a chunk are kept alive together: at most this much memory.
 KEPT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
 TRACE_ENV = "GEMSWATCH_TIMER_TRACE"  # a file to append each chunk's timer figures to (JSON lines)
@@ -88,6 +90,29 @@ def plan_checks(chunks: list[int], rng: random.Random, count: int = CHECKED_REPS
     for c, i in sorted(picked):
         plan.setdefault(c, []).append(i)
     return plan
+
+
+def timed_chunk(timing: RemoteTiming, op: str, n: int, rng: random.Random, first: bool, overhead_ms: float,
+                device: str) -> tuple[int, list[float], list[Any]]:
+    """(seed, reported windows, committed digests) of a chunk of ``n``
+    repetitions whose windows account for the judge's clock around them
+    (:func:`check_reported_time`). A chunk that falls short runs again with
+    new values, up to :data:`TIMER_TRIES` times in all: a tampered timer
+    falls short on every try, while a stall of a loaded machine (another
+    process's time slice landing inside a short chunk) does not repeat.
+    Only windows that passed the check are ever used, so a retry hides nothing."""
+    for attempt in range(1, TIMER_TRIES + 1):
+        seed = rng.getrandbits(62)
+        chunk, wall_ms, committed = timing.reps(n, seed, first=first and attempt == 1)
+        _trace(op, chunk, wall_ms, overhead_ms, timing.spin_ms, timing.account)
+        try:
+            check_reported_time(op, chunk, wall_ms, overhead_ms, timing.spin_ms, device, timing.account)
+        except IntegrityError as e:
+            if attempt == TIMER_TRIES:
+                raise IntegrityError(e.check, f"{e.detail} (on each of {TIMER_TRIES} tries)") from None
+            continue
+        return seed, chunk, committed
+    raise AssertionError("unreachable")
 
 
 def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandidate, pool: InputPool,
@@ -129,10 +154,7 @@ def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandid
     received = Digester(key)  # the judge's own digests of the results it receives
     windows: list[float] = []
     for c, n in enumerate(chunks):
-        seed = rng.getrandbits(62)
-        chunk, wall_ms, committed = timing.reps(n, seed, first=c == 0)
-        _trace(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, timing.account)
-        check_reported_time(op, chunk, wall_ms, measured.overhead_ms, timing.spin_ms, device, timing.account)
+        seed, chunk, committed = timed_chunk(timing, op, n, rng, c == 0, measured.overhead_ms, device)
         windows += chunk
         picks = checks.get(c)
         if picks:
