@@ -447,6 +447,79 @@ def test_an_honest_slow_candidate_is_timed_in_its_worker(bench_suite):
     assert bench["candidate_source"] == "override"
 
 
+# The worker's own reply, rewritten: the windows keep their total (which the
+# judge's clock checks) but hold it in one repetition, so their median shrinks.
+SKEWED_WINDOWS = """
+import time
+
+import torch
+from gemswatch.testing.isolation import timed
+
+_reps = timed.TimedCase.reps
+
+
+def _skewed(self, n, seed, first):
+    reply = _reps(self, n, seed, first)
+    total, k = sum(reply["windows"]), len(reply["windows"])
+    reply["windows"] = [1e-5] * (k - 1) + [total - 1e-5 * (k - 1)]
+    return reply
+
+
+timed.TimedCase.reps = _skewed
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    time.sleep(0.01)
+    return torch.softmax(x, dim)
+"""
+
+# It claims a repetition takes a second, so that the judge would time one,
+# inside the slack of a request, and reports a microsecond for it.
+LONG_ROUND = """
+import time
+
+import torch
+from gemswatch.testing.isolation import timed
+
+_start, _reps = timed.TimedCase.start, timed.TimedCase.reps
+
+
+def _claims_long(self):
+    return {**_start(self), "round_ms": 1e3}
+
+
+def _reports_quick(self, n, seed, first):
+    reply = _reps(self, n, seed, first)
+    reply["windows"] = [1e-3] * len(reply["windows"])
+    return reply
+
+
+timed.TimedCase.start, timed.TimedCase.reps = _claims_long, _reports_quick
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    time.sleep(0.004)
+    return torch.softmax(x, dim)
+"""
+
+
+@host_clock_only
+def test_windows_skewed_to_shrink_their_median_earn_at_most_half_the_time(bench_suite):
+    result, report = run_bench(bench_suite, SKEWED_WINDOWS, "--warmup", "1", "--iter", "100")
+    (bench,) = report["benchmarks"]
+    assert result.ret == 0, [c["error"] for c in bench["cases"]]
+    assert all(c["latency"] > 4.9 for c in bench["cases"]), bench["cases"]  # of 10 ms calls
+
+
+@host_clock_only
+def test_a_worker_that_claims_long_repetitions_is_still_timed_often_enough_to_be_caught(bench_suite):
+    result, report = run_bench(bench_suite, LONG_ROUND, "--warmup", "1", "--iter", "100")
+    (bench,) = report["benchmarks"]
+    assert result.ret == 1 and bench["candidate_source"] is None
+    for case in bench["cases"]:
+        assert "integrity check 'timer' failed: the candidate's" in case["error"], case["error"]
+
+
 def test_the_speed_of_light_floor_rejects_an_impossible_time():
     from gemswatch.testing.benchmark.timed_checks import check_speed_of_light
     from gemswatch.testing.integrity import IntegrityError

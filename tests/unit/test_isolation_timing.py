@@ -10,7 +10,8 @@ import pytest
 from gemswatch.gems.ops._timing import Measurement
 from gemswatch.testing.benchmark.isolated_timing import TIMER_TRIES, timed_chunk
 from gemswatch.testing.integrity import IntegrityError
-from gemswatch.testing.isolation.remote_timing import OVERHEAD_FACTOR, SLACK, check_reported_time
+from gemswatch.testing.isolation.remote_timing import (MEAN_SHARE, OVERHEAD_FACTOR, SLACK, check_reported_time,
+                                                       judged_latency)
 
 
 def test_windows_that_account_for_the_wall_time_pass():
@@ -79,8 +80,8 @@ def test_a_chunk_stalled_once_by_a_loaded_machine_is_run_again_and_its_honest_re
     honest = ([1.0, 1.0], 2.2)
     stalled = ([1.0, 1.0], 40.0)  # another process's time slice inside the chunk
     timing = _Timing([stalled, honest])
-    seed, windows, committed = timed_chunk(timing, "softmax", 2, random.Random(0), True, overhead_ms=0.1,
-                                           device="cpu")
+    seed, windows, committed, _ = timed_chunk(timing, "softmax", 2, random.Random(0), True, overhead_ms=0.1,
+                                              device="cpu")
     assert windows == [1.0, 1.0]
     assert [a[1] for a in timing.asked][-1] == seed and committed == [f"digest-{seed}-0", f"digest-{seed}-1"]
     # New values for the rerun, and only the case's first chunk clears the warm-up's results.
@@ -93,3 +94,28 @@ def test_a_timer_that_lies_on_every_try_fails_the_case():
     with pytest.raises(IntegrityError, match=rf"'timer' failed: .* \(on each of {TIMER_TRIES} tries\)"):
         timed_chunk(timing, "softmax", 2, random.Random(0), True, overhead_ms=0.1, device="cpu")
     assert len(timing.asked) == TIMER_TRIES
+
+
+def test_a_median_shrunk_by_moving_the_time_into_a_few_windows_earns_no_more_than_the_clock_allows():
+    # 100 repetitions of 2 ms on the judge's clock, reported as 99 of 1 us and one that holds the rest.
+    n, wall = 100, 100 * 2.1
+    windows = [0.001] * (n - 1) + [2.0 * n - 0.001 * (n - 1)]
+    least = check_reported_time("softmax", windows, wall_ms=wall, overhead_ms=0.1, spin_ms=0.0, device="cuda")
+    allowance = n * (OVERHEAD_FACTOR * 0.1 + SLACK["cuda"].per_rep_ms) + SLACK["cuda"].per_request_ms + \
+        SLACK["cuda"].wall_share * wall
+    assert least == pytest.approx(wall - allowance)
+    latency = judged_latency(0.001, windows, least)
+    assert latency == pytest.approx((wall - allowance) / n) and latency > 1.0
+    # On the loaded CPU machine's looser clock the mean's share binds: half the time, at most, goes.
+    least = check_reported_time("softmax", windows, wall_ms=wall, overhead_ms=0.1, spin_ms=0.0, device="cpu")
+    assert judged_latency(0.001, windows, least) == pytest.approx(MEAN_SHARE * 2.0)
+
+
+def test_an_honest_median_stands_and_a_few_stalls_make_it_slower_never_a_failure():
+    n, wall = 100, 100 * 2.1
+    honest = [2.0] * n
+    least = check_reported_time("softmax", honest, wall_ms=wall, overhead_ms=0.1, spin_ms=0.0, device="cuda")
+    assert judged_latency(2.0, honest, least) == 2.0
+    stalled = [1.0, 1.0, 30.0]  # a median of 1 ms and two thirds of the time in one stall
+    least = check_reported_time("softmax", stalled, wall_ms=32.5, overhead_ms=0.1, spin_ms=0.0)
+    assert judged_latency(1.0, stalled, least) == pytest.approx(MEAN_SHARE * 32.0 / 3)

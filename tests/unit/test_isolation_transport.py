@@ -63,6 +63,14 @@ def test_a_subclass_arrives_as_a_plain_tensor():
     assert type(out) is torch.Tensor
 
 
+def test_a_lazily_conjugated_or_negated_view_arrives_with_its_values_not_its_bytes():
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    conj, neg_imag = z.conj(), z.conj().imag  # the second is a real view with the negative bit
+    (got_conj, got_neg), _, _ = roundtrip((conj, neg_imag))
+    assert torch.equal(got_conj, torch.tensor([1 - 2j, 3 + 4j], dtype=torch.complex64))
+    assert torch.equal(got_neg, torch.tensor([-2.0, 4.0]))
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -71,8 +79,10 @@ def test_a_subclass_arrives_as_a_plain_tensor():
         (lambda h: h["tensors"][0].update(device="../../etc"), "unknown device"),
         (lambda h: h.update(value={"$pickle": "x"}), "malformed value"),
         (lambda h: h["tensors"][0].update(nbytes=1 << 40), "smaller than its tensors"),
+        (lambda h: h["tensors"][0].update(bits=["conj"]), "a conjugate bit on a real tensor"),
+        (lambda h: h["tensors"][0].update(bits=["swap"]), "unknown bits"),
     ],
-    ids=["layout", "dtype", "device", "tag", "size"],
+    ids=["layout", "dtype", "device", "tag", "size", "conj-real", "bits"],
 )
 def test_a_malformed_answer_is_refused(edit, message):
     packed = transport.pack((torch.ones(4),))

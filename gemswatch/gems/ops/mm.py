@@ -450,6 +450,15 @@ def _problem_key(mat1, mat2, common: dict, *flags: bool) -> tuple:
     return (M, mat2.shape[1], K, str(mat1.dtype)[6:], common["DOT_PRECISION"], common["HAS_BIAS"], *flags)
 
 
+@functools.cache
+def _tensor_descriptor():
+    """Triton's host-side TMA descriptor class, imported on the first TMA
+    launch (an import statement in the launch costs host time every call)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor
+
+
 @dataclass(frozen=True)
 class _Plan:
     """How one product launches, all but its tensors: worked out on the first
@@ -475,11 +484,10 @@ class _Plan:
         M, K = mat1.shape
         N = mat2.shape[1]
         if self.kind == "tma":
-            from triton.tools.tensor_descriptor import TensorDescriptor
-
             a_t, b_t = self.col_major
             views = (mat1.t() if a_t else mat1, mat2.t() if b_t else mat2, out)
-            descs = [TensorDescriptor(t, t.shape, t.stride(), list(block)) for t, block in zip(views, self.blocks)]
+            make = _tensor_descriptor()
+            descs = [make(t, t.shape, t.stride(), list(block)) for t, block in zip(views, self.blocks)]
             _addmm_tma_kernel[self.grid](
                 *descs, bias_arg, M, N, K, bias_arg.stride(0), bias_arg.stride(1), float(alpha), float(beta), **self.meta
             )

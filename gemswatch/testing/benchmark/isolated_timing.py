@@ -39,7 +39,7 @@ import torch
 from ..integrity import IntegrityError
 from ..isolation.commit import Digester, same_digest
 from ..isolation.judge import RemoteCandidate
-from ..isolation.remote_timing import RemoteTiming, check_reported_time
+from ..isolation.remote_timing import RemoteTiming, check_reported_time, judged_latency
 from ..isolation.timed import ResultKeeper, storages
 from .base import Benchmark
 from .case_accuracy import baseline_on_copy
@@ -93,8 +93,9 @@ def plan_checks(chunks: list[int], rng: random.Random, count: int = CHECKED_REPS
 
 
 def timed_chunk(timing: RemoteTiming, op: str, n: int, rng: random.Random, first: bool, overhead_ms: float,
-                device: str) -> tuple[int, list[float], list[Any]]:
-    """(seed, reported windows, committed digests) of a chunk of ``n``
+                device: str) -> tuple[int, list[float], list[Any], float]:
+    """(seed, reported windows, committed digests, the least total of the
+    windows the judge's clock allows) of a chunk of ``n``
     repetitions whose windows account for the judge's clock around them
     (:func:`check_reported_time`). A chunk that falls short runs again with
     new values, up to :data:`TIMER_TRIES` times in all: a tampered timer
@@ -106,12 +107,12 @@ def timed_chunk(timing: RemoteTiming, op: str, n: int, rng: random.Random, first
         chunk, wall_ms, committed = timing.reps(n, seed, first=first and attempt == 1)
         _trace(op, chunk, wall_ms, overhead_ms, timing.spin_ms, timing.account)
         try:
-            check_reported_time(op, chunk, wall_ms, overhead_ms, timing.spin_ms, device, timing.account)
+            least_ms = check_reported_time(op, chunk, wall_ms, overhead_ms, timing.spin_ms, device, timing.account)
         except IntegrityError as e:
             if attempt == TIMER_TRIES:
                 raise IntegrityError(e.check, f"{e.detail} (on each of {TIMER_TRIES} tries)") from None
             continue
-        return seed, chunk, committed
+        return seed, chunk, committed, least_ms
     raise AssertionError("unreachable")
 
 
@@ -153,9 +154,11 @@ def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandid
     checks = plan_checks(chunks, rng)
     received = Digester(key)  # the judge's own digests of the results it receives
     windows: list[float] = []
+    least_ms = 0.0  # of the windows' total, by the judge's clock
     for c, n in enumerate(chunks):
-        seed, chunk, committed = timed_chunk(timing, op, n, rng, c == 0, measured.overhead_ms, device)
+        seed, chunk, committed, least = timed_chunk(timing, op, n, rng, c == 0, measured.overhead_ms, device)
         windows += chunk
+        least_ms += least
         picks = checks.get(c)
         if picks:
             for i, got in zip(picks, timing.outputs(picks)):
@@ -169,7 +172,7 @@ def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandid
                 check_timed_accuracy(op, bm.accuracy, baseline, got, want_args, want_kwargs, eager)
                 check_timed_output(torch, op, got, eager)
     settled = timing.settle(timer.settle_reps(len(windows)), rng.getrandbits(62)) if device == "cuda" else None
-    return measured.latency, timer.finish(windows, settled)
+    return measured.latency, judged_latency(timer.finish(windows, settled), windows, least_ms)
 
 
 def _trace(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float,

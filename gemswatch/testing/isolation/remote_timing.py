@@ -30,12 +30,14 @@ from ..integrity import IntegrityError
 from . import transport
 from .judge import RemoteCandidate, _reraise, check_results
 
-__all__ = ["OVERHEAD_FACTOR", "SLACK", "RemoteTiming", "Slack", "check_reported_time"]
+__all__ = ["MEAN_SHARE", "OVERHEAD_FACTOR", "SLACK", "RemoteTiming", "Slack", "check_reported_time", "judged_latency"]
 
 # What may pass outside a repetition's window, per repetition: this many
 # times the judge's own figure for the baseline, plus the candidate's spin,
 # plus the device's slack below.
 OVERHEAD_FACTOR = 1.5
+# The least share of the windows' mean a reported latency (their median) may be.
+MEAN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,15 @@ SLACK = {
 
 
 def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_ms: float, spin_ms: float,
-                        device: str = "cpu", account: dict[str, Any] | None = None) -> None:
+                        device: str = "cpu", account: dict[str, Any] | None = None) -> float:
     """IntegrityError('timer') when the reported windows cannot be true: their
     total must account for the judge's wall time around them, less
     ``len(windows) x (OVERHEAD_FACTOR x overhead_ms + spin_ms)`` and the
     device's :data:`SLACK`. So a tampered timer can hide at most that much:
     it cannot make a call that takes a millisecond on the judge's clock
-    report a microsecond."""
+    report a microsecond. Returns that least total (ms, at least 0): how
+    much of the chunk's wall time the windows must hold, for
+    :func:`judged_latency`."""
     n = len(windows)
     if n == 0:
         raise IntegrityError("timer", f"the candidate's worker reported no timed repetitions of {op}")
@@ -87,6 +91,21 @@ def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_
             + f" (the judge's own loop lost {overhead_ms:.3g} ms a repetition outside its windows, the spin {spin_ms:.3g} ms"
             + (f"; the worker's own account of the chunk, ms: {_account_text(account)})" if account else ")"),
         )
+    return max(wall_ms - allowance, 0.0)
+
+
+def judged_latency(latency_ms: float, windows: list[float], least_ms: float) -> float:
+    """The latency of the reported ``windows`` (their median: ``latency_ms``),
+    at least :data:`MEAN_SHARE` of their mean and the judge's floor: the
+    least total its clock allows them (:func:`check_reported_time`, summed
+    over the chunks) over the repetitions. The windows' total is checked,
+    but a worker could shrink their median by moving the time of most
+    repetitions into a few: so it can halve its time at most, and never
+    below what hiding the time outside the windows would earn. An honest
+    median lies above both unless a few stalls hold half the time, and then
+    the figure comes out slower, never failed."""
+    reps = max(len(windows), 1)
+    return max(latency_ms, MEAN_SHARE * sum(windows) / reps, least_ms / reps)
 
 
 def _account_text(account: dict[str, Any]) -> str:
@@ -146,7 +165,13 @@ class RemoteTiming:
         # call as the judge timed it (a round trip: more than its host time).
         ceiling = 2 * self.candidate.fastest_ms + 0.02 if self.candidate.fastest_ms is not None else 0.0
         self.spin_ms = min(_number(reply.get("spin_ms")), ceiling, 5.0)
+        # The worker's figure of a repetition decides how many run: one that
+        # claimed a long one would be timed once, inside the per-request
+        # slack. The judge's own figure (a round trip, longer than a
+        # repetition) caps it.
         self.round_ms = _number(reply.get("round_ms"))
+        if self.candidate.fastest_ms is not None:
+            self.round_ms = min(self.round_ms, self.candidate.fastest_ms)
 
     def reps(self, n: int, seed: int, first: bool = True) -> tuple[list[float], float, list[Any]]:
         """The reported windows of a chunk of ``n`` more repetitions whose

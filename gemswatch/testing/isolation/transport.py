@@ -212,6 +212,9 @@ def pack(value: Any, *, aliases: list[torch.Tensor] = (), arena: Arena | None = 
         if dtype not in _DTYPES:
             raise TransportError(f"a {t.dtype} tensor cannot be passed to or from an isolated candidate")
         meta = {"dtype": dtype, "shape": list(t.shape), "stride": list(t.stride()), "offset": t.storage_offset(), "device": str(t.device)}
+        bits = [name for name, is_set in (("conj", t.is_conj()), ("neg", t.is_neg())) if is_set]
+        if bits:  # a lazy view: its values are its bytes conjugated or negated
+            meta["bits"] = bits
         key = _storage_key(t)
         if key in alias_of:
             metas.append({**meta, "alias": alias_of[key], "at": 0, "nbytes": 0})
@@ -294,6 +297,22 @@ def _alias(meta: dict[str, Any], aliases: list[torch.Tensor]) -> torch.Tensor:
     return _view(storage_bytes(base), dtype, shape, stride, offset)
 
 
+def _lazy_bits(meta: dict[str, Any], t: torch.Tensor) -> torch.Tensor:
+    """``t`` with the conjugate and negative bits its sender's tensor had:
+    the bytes of such a view are not its values, so a tensor rebuilt from
+    them alone would read conjugated or negated."""
+    bits = meta.get("bits", [])
+    if not isinstance(bits, list) or not set(bits) <= {"conj", "neg"}:
+        raise TransportError("malformed tensor description: unknown bits")
+    if "conj" in bits:
+        if not t.is_complex():
+            raise TransportError("malformed tensor description: a conjugate bit on a real tensor")
+        t = t.conj()
+    if "neg" in bits:
+        t = torch._neg_view(t)
+    return t
+
+
 def _decode(node: Any, tensors: list[torch.Tensor]) -> Any:
     if isinstance(node, list):
         return [_decode(v, tensors) for v in node]
@@ -366,13 +385,13 @@ def unpack(header: dict[str, Any], fd: int | None, *, own: bool, aliases: list[t
         region = _region(packed._map, {"at": int(meta["at"]), "nbytes": int(meta["nbytes"])})
         packed.regions.append(region)
         if "alias" in meta:
-            tensors.append(_alias(meta, list(aliases)))
+            tensors.append(_lazy_bits(meta, _alias(meta, list(aliases))))
             continue
         dtype, shape, stride, offset = _layout(meta)
         key = (int(meta["at"]), int(meta["nbytes"]))
         if key not in storages:  # tensors sent with one storage share one here too
             storages[key] = _storage(meta, region, own)
-        tensors.append(_view(storages[key], dtype, shape, stride, offset))
+        tensors.append(_lazy_bits(meta, _view(storages[key], dtype, shape, stride, offset)))
     packed.tensors = tensors
     return _decode(header.get("value"), tensors), packed
 
