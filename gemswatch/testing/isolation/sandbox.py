@@ -108,8 +108,10 @@ def candidate_caches(env: dict[str, str]) -> dict[str, str]:
     A cache the candidate can write must never be one the judge reads: a
     compiled kernel or a tuning choice planted there would run in the judge
     (its gems and torch.compile baselines) or in the judge of a later stage.
-    So the worker gets caches of candidates' own, shared by candidates'
-    workers (a kernel unchanged since the last save is not compiled again)."""
+    So the worker gets caches of candidates' own; a stage's
+    ``$GEMSWATCH_CANDIDATE_CACHES`` is one candidate file's folder
+    (``plan.candidate_cache_name``: a kernel unchanged since the file's last
+    save is not compiled again, and no other file can plant one there)."""
     base = env.get(CACHES_ENV) or os.path.join(tempfile.gettempdir(), f"gemswatch-candidate-caches-{os.getuid()}")
     return {var: os.path.join(base, var.lower()) for var in CACHE_VARS}
 

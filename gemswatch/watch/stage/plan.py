@@ -10,6 +10,7 @@ the run folder.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ STAGE_COLUMNS = "240"  # the width pytest writes a stage's log at (config.yaml's
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["StagePlan", "base_env", "plan_stage", "selection_kind", "stage_command", "stage_env"]
+__all__ = ["StagePlan", "base_env", "candidate_cache_name", "plan_stage", "selection_kind", "stage_command", "stage_env"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,15 @@ def base_env(config: Config) -> dict[str, str]:
     return env
 
 
+def candidate_cache_name(path: Path) -> str:
+    """The folder of one candidate file's compiler caches, beneath the
+    candidates' caches: its versions share them (a kernel unchanged since
+    the last save is not compiled again), other files never do, so no
+    candidate can plant a compiled kernel that another one loads."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    return f"{path.stem}-{digest}"
+
+
 def stage_env(config: Config, candidate: Candidate, run_id: str, device: str | None) -> dict[str, str]:
     """The environment of a stage: :func:`base_env` plus the candidate's
     folder for its sibling imports, the run, and the device."""
@@ -130,6 +140,7 @@ def stage_env(config: Config, candidate: Candidate, run_id: str, device: str | N
     # override layer appends it to sys.path when it loads the candidate.
     env[IMPORT_PATH_ENV] = str(candidate.path.parent)
     env["GEMSWATCH_RUN_ID"] = run_id  # no stage name: the candidate cannot tell a timed stage by it
+    env[CANDIDATE_CACHES_ENV] = str(Path(env[CANDIDATE_CACHES_ENV]) / candidate_cache_name(candidate.path))
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
     return env
