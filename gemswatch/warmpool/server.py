@@ -59,9 +59,10 @@ import traceback
 __all__ = ["PER_STAGE_KEYS", "main"]
 
 # Environment variables that may differ between the pool and a stage: they
-# are read by nothing the pool imports (the pool never initialises CUDA).
+# are read by nothing the pool imports (the pool never initialises CUDA;
+# the candidate's caches are set up by its worker, after the hand-over).
 PER_STAGE_KEYS = frozenset(
-    {"PYTHONPATH", "GEMSWATCH_IMPORT_PATH", "GEMSWATCH_RUN_ID", "CUDA_VISIBLE_DEVICES"}
+    {"PYTHONPATH", "GEMSWATCH_IMPORT_PATH", "GEMSWATCH_RUN_ID", "CUDA_VISIBLE_DEVICES", "GEMSWATCH_CANDIDATE_CACHES"}
 )
 CANDIDATE_PREFIX = "gemswatch_candidate_"
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"

@@ -73,7 +73,10 @@ def build_project(root: Path, names: list[str], benchmark: bool = False) -> Path
         "candidates": candidates,
         "operators": {
             "softmax": {
-                "tests": "tests/test_softmax.py",
+                # The benchmarked files cheat the benchmark and pass every check
+                # before it: one correctness test is enough to lead there.
+                "tests": "tests/test_softmax.py::test_softmax_all_negative_infinity_row_is_nan" if benchmark
+                else "tests/test_softmax.py",
                 "benchmark": "benchmark/test_softmax_perf.py::test_softmax",
             },
             "softmax_ghost": {"tests": "tests/test_softmax.py", "marker": "softmax"},

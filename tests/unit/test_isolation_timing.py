@@ -8,7 +8,7 @@ import random
 import pytest
 
 from gemswatch.gems.ops._timing import Measurement
-from gemswatch.testing.benchmark.isolated_timing import TIMER_TRIES, timed_chunk
+from gemswatch.testing.benchmark.isolated_timing import STALL_MS, TIMER_TRIES, timed_chunk
 from gemswatch.testing.integrity import IntegrityError
 from gemswatch.testing.isolation.remote_timing import (MEAN_SHARE, OVERHEAD_FACTOR, SLACK, check_reported_time,
                                                        judged_latency)
@@ -94,6 +94,14 @@ def test_a_timer_that_lies_on_every_try_fails_the_case():
     with pytest.raises(IntegrityError, match=rf"'timer' failed: .* \(on each of {TIMER_TRIES} tries\)"):
         timed_chunk(timing, "softmax", 2, random.Random(0), True, overhead_ms=0.1, device="cpu")
     assert len(timing.asked) == TIMER_TRIES
+
+
+def test_a_shortfall_no_stall_explains_fails_at_once():
+    lie = ([0.001] * 100, 100 * 2.0 + 2 * STALL_MS)  # a long chunk missing far more than a stall
+    timing = _Timing([lie] * TIMER_TRIES)
+    with pytest.raises(IntegrityError, match=r"'timer' failed: .*tampered with \(the judge"):
+        timed_chunk(timing, "softmax", 100, random.Random(0), True, overhead_ms=0.1, device="cuda")
+    assert len(timing.asked) == 1
 
 
 def test_a_median_shrunk_by_moving_the_time_into_a_few_windows_earns_no_more_than_the_clock_allows():

@@ -30,7 +30,8 @@ from ..integrity import IntegrityError
 from . import transport
 from .judge import RemoteCandidate, _reraise, check_results
 
-__all__ = ["MEAN_SHARE", "OVERHEAD_FACTOR", "SLACK", "RemoteTiming", "Slack", "check_reported_time", "judged_latency"]
+__all__ = ["MEAN_SHARE", "OVERHEAD_FACTOR", "SLACK", "RemoteTiming", "Slack", "TimerShortfall", "check_reported_time",
+           "judged_latency"]
 
 # What may pass outside a repetition's window, per repetition: this many
 # times the judge's own figure for the baseline, plus the candidate's spin,
@@ -38,6 +39,15 @@ __all__ = ["MEAN_SHARE", "OVERHEAD_FACTOR", "SLACK", "RemoteTiming", "Slack", "c
 OVERHEAD_FACTOR = 1.5
 # The least share of the windows' mean a reported latency (their median) may be.
 MEAN_SHARE = 0.5
+
+
+class TimerShortfall(IntegrityError):
+    """The 'timer' check failed: the windows fell ``shortfall_ms`` short of
+    what the judge's clock allows."""
+
+    def __init__(self, shortfall_ms: float, detail: str) -> None:
+        self.shortfall_ms = shortfall_ms
+        super().__init__("timer", detail)
 
 
 @dataclass(frozen=True)
@@ -83,8 +93,8 @@ def check_reported_time(op: str, windows: list[float], wall_ms: float, overhead_
                  + slack.wall_share * wall_ms)
     reported = float(sum(windows))
     if reported < wall_ms - allowance:
-        raise IntegrityError(
-            "timer",
+        raise TimerShortfall(
+            wall_ms - allowance - reported,
             f"the candidate's {n} timed repetitions of {op} reported {reported:.4g} ms in all, but the judge's clock "
             f"saw {wall_ms:.4g} ms around them, more than the {allowance:.4g} ms that may pass outside the windows: "
             "the timer in the candidate's process was tampered with"
