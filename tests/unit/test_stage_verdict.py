@@ -230,6 +230,15 @@ def test_preflight_failed_case():
     assert v.status == FAILED and "RuntimeError: boom" in v.message and v.cases.failed == 1
 
 
+def test_a_failed_matrix_product_case_is_named_by_its_sizes():
+    # The mm family's benchmark shapes are sizes (M, N, K), not tensor dims.
+    case = {**pcase("failed", op="mm", error="AssertionError: 3 of 8 elements differ"), "dtype": "float16",
+            "shape": {"M": 1, "N": 37, "K": 200}, "params": {}}
+    v = decide("preflight", Outcome(1), pre([pcase(op="mm"), case]), ["mm"])
+    assert v.status == FAILED
+    assert v.message.startswith("mm float16 M=1 N=37 K=200: AssertionError: 3 of 8 elements differ"), v.message
+
+
 def test_preflight_override_false_is_uncalled():
     assert decide("preflight", Outcome(0), pre([pcase(override=False)]), OPS).status == UNCALLED
 

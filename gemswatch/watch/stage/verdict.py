@@ -391,10 +391,15 @@ def _number(value: Any) -> float | None:
 def case_label(c: dict[str, Any]) -> str:
     """A benchmark case as a reader knows it: dtype, shapes and parameters."""
     shape = c.get("shape")
-    shapes = " ".join(f"{k}={list(v)}" for k, v in shape.items()) if isinstance(shape, dict) else str(shape or "")
+    shapes = " ".join(f"{k}={_dims(v)}" for k, v in shape.items()) if isinstance(shape, dict) else str(shape or "")
     params = c.get("params")
     extra = " ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
     return " ".join(str(p) for p in (c.get("dtype") or "", shapes, extra) if p)
+
+
+def _dims(value: Any) -> str:
+    """A shape entry as written: a tensor's dims as a list, a size (mm's M) as it is."""
+    return str(list(value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def _shown_case(c: dict[str, Any]) -> str:
