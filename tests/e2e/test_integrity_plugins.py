@@ -341,9 +341,10 @@ def bench_suite(pytester):
     return pytester
 
 
-def run_bench(pytester, candidate: str, *mode):
+def run_bench(pytester, candidate: str, *mode, subprocess: bool = False):
     (pytester.path / "cand.py").write_text(candidate)
-    result = pytester.runpytest_inprocess(
+    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest_inprocess
+    result = run(
         "-p", "no:cacheprovider", "--override", "softmax:cand.py:my_softmax", "--level", "core",
         "--record", "json", "--output", "b.json", *mode,
     )
@@ -518,6 +519,28 @@ def test_a_worker_that_claims_long_repetitions_is_still_timed_often_enough_to_be
     assert result.ret == 1 and bench["candidate_source"] is None
     for case in bench["cases"]:
         assert "integrity check 'timer' failed: the candidate's" in case["error"], case["error"]
+
+
+@pytest.mark.parametrize("change", ["os.sched_setaffinity(judge, {min(os.sched_getaffinity(judge))})",
+                                    "os.setpriority(os.PRIO_PROCESS, judge, 19)"], ids=["cpus", "nice"])
+def test_a_candidate_that_changes_the_judges_scheduling_fails_before_a_baseline_is_timed(bench_suite, change):
+    # The judge in a process of its own: the candidate's change must not reach this one.
+    result, report = run_bench(bench_suite, f"""
+import os
+
+import torch
+
+judge = os.getppid()  # the worker's parent: the judge
+{change}
+
+
+def my_softmax(x, dim=-1, dtype=None):
+    return torch.softmax(x, dim)
+""", "--warmup", "1", "--iter", "5", subprocess=True)
+    (bench,) = report["benchmarks"]
+    assert result.ret == 1
+    assert all("integrity check 'judge-scheduling' failed: the judge's CPU scheduling changed" in c["error"]
+               for c in bench["cases"]), bench["cases"]
 
 
 def test_the_speed_of_light_floor_rejects_an_impossible_time():

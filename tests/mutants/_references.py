@@ -2,8 +2,10 @@
 
 ``REFERENCES[op](*args, **kwargs)`` takes what a mutant's ``witness()``
 returns and gives the float64 CPU result the operator must produce; for an
-in-place operator, what its first argument must hold afterwards. The
-inputs are left as they are.
+in-place operator, what its first argument must hold afterwards. Integer
+results of add, mul and sum are computed exactly in their integer dtype
+instead (float64 rounds int64 values past 2^53). The inputs are left as
+they are.
 """
 
 from __future__ import annotations
@@ -43,11 +45,25 @@ def _cast_first(input: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     return to_reference(input.to(dtype) if dtype is not None else input)
 
 
+def _integral(*values) -> bool:
+    """Whether torch computes ``values`` in an integer (or bool) dtype."""
+    dtype = torch.result_type(*values) if len(values) == 2 else values[0].dtype
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def _cpu(value):
+    return value.detach().cpu() if isinstance(value, torch.Tensor) else value
+
+
 def _add(input, other, *, alpha=1):
+    if _integral(input, other):  # exact in the integer dtype: float64 rounds int64 past 2^53
+        return torch.add(_cpu(input), _cpu(other), alpha=alpha)
     return _ref(input) + alpha * _ref(other) if alpha != 1 else _ref(input) + _ref(other)
 
 
 def _mul(input, other):
+    if _integral(input, other):
+        return torch.mul(_cpu(input), _cpu(other))
     return _ref(input) * _ref(other)
 
 
@@ -61,6 +77,10 @@ def _silu(input):
 
 def _reduction(fn):
     def reference(input, dim=None, keepdim=False, *, dtype=None):
+        if fn is torch.sum and dtype is None and _integral(input):
+            # exact: torch sums integers in int64, which float64 rounds past 2^53
+            x = input.detach().cpu()
+            return fn(x) if dim is None else fn(x, dim, keepdim=keepdim)
         x = _cast_first(input, dtype)
         return fn(x) if dim is None else fn(x, dim, keepdim=keepdim)
 

@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from ..isolation.judge import WorkerSource
+from ..isolation.scheduling import check_scheduling
 from ..isolation.stillness import held_still
 from ..session_overrides import SessionOverrides
 from .cases import CaseList, CaseSpec
@@ -88,13 +90,14 @@ class BenchState:
         o = self.overrides
         if o is None or o.worker is None:
             return nullcontext()
-        return self._held(o.worker.pid, o.adopted)
+        return self._held(o.worker, o.adopted)
 
     @contextmanager
-    def _held(self, worker: int, everything_below: bool) -> Iterator[None]:
-        with held_still(worker, everything_below) as held:
+    def _held(self, worker: WorkerSource, everything_below: bool) -> Iterator[None]:
+        with held_still(worker.pid, everything_below) as held:
+            check_scheduling(worker.judge_scheduling)  # while nothing of the candidate's can change it again
             yield
-        others = len(held) - (worker in held)
+        others = len(held) - (worker.pid in held)
         if others and not self.others_held:
             self.add_note(f"the candidate's worker had started {others} other process(es); they were held still, "
                           "with it, whenever the judge timed a baseline or measured the device")

@@ -53,6 +53,7 @@ from ...override.errors import OverrideError
 from ...warmpool import worker_spare
 from ..integrity import IntegrityError
 from . import transport
+from .scheduling import Scheduling, scheduling_now
 
 __all__ = ["CandidateCrashed", "CandidateWorker", "RemoteCandidate", "WorkerSource", "check_results", "stage_output_fds"]
 
@@ -144,6 +145,7 @@ class CandidateWorker:
         self.scratch = Path(tempfile.mkdtemp(prefix="gemswatch-candidate-"))
         self.protected = tuple(protected)
         self.died: str | None = None  # how the worker died, once it has
+        self.judge_scheduling = scheduling_now()  # this process's, before any candidate code runs (.scheduling)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for s in (mine, theirs):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, transport.MAX_HEADER + 4096)
@@ -299,6 +301,11 @@ class WorkerSource:
     @property
     def pid(self) -> int:
         return self.worker.pid
+
+    @property
+    def judge_scheduling(self) -> Scheduling:
+        """This process's CPU scheduling before the worker started (:mod:`.scheduling`)."""
+        return self.worker.judge_scheduling
 
     @property
     def died(self) -> str | None:
