@@ -489,16 +489,17 @@ def stage_start_modes(proj: Path, repeat: int, device: str) -> dict[str, float]:
     return {k: median(v) for k, v in times.items()}
 
 
-def cache_entries(folder: Path) -> set[str]:
-    """The compiled artefacts in a Triton cache folder (one subfolder per hash)."""
-    return {d.name for d in folder.iterdir() if d.is_dir()} if folder.is_dir() else set()
+def cache_entries(folders: list[Path]) -> set[str]:
+    """The compiled artefacts in Triton cache folders (one subfolder per hash)."""
+    return {f"{f}/{d.name}" for f in folders if f.is_dir() for d in f.iterdir() if d.is_dir()}
 
 
-def triton_caches(proj: Path) -> dict[str, Path]:
-    """The project's two Triton caches: the judge's (gems and its baselines)
-    and the candidates' own (what their workers compile)."""
+def triton_caches(proj: Path) -> dict[str, list[Path]]:
+    """The project's Triton caches: the judge's (gems and its baselines) and
+    the candidates' own (what their workers compile, one folder per file)."""
     state = proj / ".gemswatch"
-    return {"judge": state / "triton-cache", "candidates": state / "candidate-caches" / "triton_cache_dir"}
+    return {"judge": [state / "triton-cache"],
+            "candidates": sorted((state / "candidate-caches").glob("*/triton_cache_dir"))}
 
 
 _KERNEL_LINE = "    cols = tl.arange(0, BLOCK_COLS)\n"
@@ -517,9 +518,9 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
     saves and kernel-constant saves (save -> preflight, -> correctness),
     ``pause`` seconds apart (the spares a save used are replaced meanwhile,
     as between a user's edits)."""
-    caches = triton_caches(proj)
-    for cache in caches.values():
-        shutil.rmtree(cache, ignore_errors=True)
+    for folders in triton_caches(proj).values():
+        for cache in folders:
+            shutil.rmtree(cache, ignore_errors=True)
     config = proj / "config.yaml"
     original_config = config.read_text()
     config.write_text(original_config + f"\nspares: {spares}\n")
@@ -532,6 +533,7 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
         time.sleep(1.0)
 
         def save(label: str, text: str) -> None:
+            caches = triton_caches(proj)
             before = {name: cache_entries(c) for name, c in caches.items()}
             t0 = time.monotonic()
             target.write_text(text)
@@ -546,8 +548,9 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
                     print(f"  note: {label} {stage}: {e['status']} {e.get('message', '')[:160]}")
                 row[stage].append(t - t0)
             w.wait(lambda e: e["event"] == "run_finished" and e["content_sha256"] == digest, 60, "run_finished")
-            row["kernels"].append(float(len(cache_entries(caches["candidates"]) - before["candidates"])))
-            row["judge kernels"].append(float(len(cache_entries(caches["judge"]) - before["judge"])))
+            after = {name: cache_entries(c) for name, c in triton_caches(proj).items()}  # a first save makes its folder
+            row["kernels"].append(float(len(after["candidates"] - before["candidates"])))
+            row["judge kernels"].append(float(len(after["judge"] - before["judge"])))
             time.sleep(pause)
 
         save("first save after start", original + "\n# loop benchmark: first save\n")

@@ -32,6 +32,7 @@ from ._atomic import write_json_atomic
 from .integrity import IntegrityError, Watchlist, guard
 from .isolation import WorkerSource, stage_output_fds
 from .orphans import adopt_orphans, kill_children
+from .stage_clock import StageClock
 
 __all__ = ["ISOLATION_ENV", "SessionOverrides", "add_report_options", "write_json_atomic"]
 
@@ -74,8 +75,10 @@ class SessionOverrides:
         watch: Watchlist | None = None,
         worker: WorkerSource | None = None,
         adopted: bool = False,
+        clock: StageClock | None = None,
     ) -> None:
         self.registry = registry
+        self.clock = clock  # the session's moments, for the log's last lines (.stage_clock)
         self.adopted = adopted  # this stage process reaps what its candidates abandon
         self.module_name = module_name
         self.worker = worker  # where file candidates run, when isolated
@@ -112,6 +115,7 @@ class SessionOverrides:
         existing = config.stash.get(_SESSION_KEY, None)
         if existing is not None:
             return existing  # a mixed tests/ + benchmark/ run installs once
+        clock = StageClock()
         adopted = adopt_orphans()  # before any candidate can start a process
         option = config.option
         module_name = getattr(option, "override_module", None) or DEFAULT_MODULE
@@ -124,6 +128,7 @@ class SessionOverrides:
                 # Forked before this process imports the operator library,
                 # which may initialise CUDA (a forked child cannot use it then).
                 worker = WorkerSource(stage_output_fds(config), (config.rootpath,))
+                clock.mark("worker started")
             try:  # the operator library (and torch) first: its functions are not the candidate's doing
                 importlib.import_module(module_name)
             except Exception:
@@ -135,13 +140,16 @@ class SessionOverrides:
                 if worker is not None:
                     worker.close()
                 raise pytest.UsageError(f"--override: {e}") from None
+            clock.mark("candidate loaded")
             try:
                 watch.check((), "loading the candidate " + ", ".join(sorted({r["file"] for r in registry.describe() if r["file"]})))
             except IntegrityError as e:
                 registry.restore_all(allow_unused=True)
                 raise pytest.UsageError(f"--override: {e}") from None
-        session = cls(registry, module_name, watch, worker, adopted)
+        session = cls(registry, module_name, watch, worker, adopted, clock if wanted else None)
         config.stash[_SESSION_KEY] = session
+        if session.clock is not None:
+            config.pluginmanager.register(session.clock, "gemswatch-stage-clock")
         if getattr(option, "list_overrides", False):
             print("\n".join(format_overrides(registry)), flush=True)
             session.restore()
@@ -240,5 +248,8 @@ class SessionOverrides:
             if self.worker.times.calls:
                 print(f"gemswatch: {self.worker.times.line()}", file=sys.stderr, flush=True)
             self.worker.close()
+        if self.clock is not None and self.clock.marks:
+            print(f"gemswatch: {self.clock.line()}", file=sys.stderr, flush=True)
+            self.clock = None
         if self.adopted:
             kill_children()  # what the candidates left running, however they hid it

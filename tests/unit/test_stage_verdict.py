@@ -401,6 +401,7 @@ def test_the_sessions_own_lines_are_never_the_reason():
 
     log = ("gemswatch: candidate sandbox: Landlock ABI 7, writes only to /tmp/x\n"
            "Fatal Python error: Segmentation fault\n"
-           "gemswatch: candidate calls: 3, 0.20 s of round trips (the worker says 0.18 s in the candidate)\n")
+           "gemswatch: candidate calls: 3, 0.20 s of round trips (the worker says 0.18 s in the candidate)\n"
+           "gemswatch: stage clock, s after configure: worker started 0.01, candidate loaded 0.90\n")
     assert first_failure_line(log) == "Fatal Python error: Segmentation fault"
     assert usage_error(log) == "Fatal Python error: Segmentation fault"

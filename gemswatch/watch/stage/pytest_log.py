@@ -37,8 +37,9 @@ def first_line(text: Any, limit: int = 240) -> str:
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # The lines the isolated session writes around the tests: how the candidate's
-# worker is sandboxed, where its calls spent their time. Never a reason.
-SESSION_NOTE = re.compile(r"^gemswatch: candidate (sandbox|calls): ")
+# worker is sandboxed, where its calls and the session spent their time.
+# Never a reason.
+SESSION_NOTE = re.compile(r"^gemswatch: (candidate (sandbox|calls)|stage clock, s after configure): ")
 
 
 def _log_lines(log_tail: str) -> list[str]:
