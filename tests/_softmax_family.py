@@ -35,6 +35,8 @@ __all__ = [
     "test_column_infinities",
     "test_dtype_argument",
     "test_float64",
+    "test_float64_widths",
+    "test_nan_and_infinite_rows",
     "test_small_probabilities",
     "test_zero_dim_and_empty",
     "test_random_shapes",
@@ -76,8 +78,10 @@ def _describe(op: str, x: torch.Tensor, dim: int, kw: dict) -> str:
     return f"[case: {op}(x of shape {tuple(x.shape)}, {x.dtype}, stride {x.stride()}, dim={dim}{extra})]"
 
 
-def _check(op: str, x: torch.Tensor, dim: int, **kw) -> torch.Tensor:
-    """Run the operator on ``x`` and judge it; a failure names the case."""
+def _check(op: str, x: torch.Tensor, dim: int, equal_nan: bool = False, **kw) -> torch.Tensor:
+    """Run the operator on ``x`` and judge it; a failure names the case.
+    ``equal_nan``: NaN is expected where the reference has it (and only
+    there)."""
     out_dtype = kw.get("dtype") or x.dtype
     width = x.shape[dim] if x.dim() else 1
     record(x, width=width, dim=str(dim))
@@ -89,7 +93,8 @@ def _check(op: str, x: torch.Tensor, dim: int, **kw) -> torch.Tensor:
         # softmax's error is relative to each probability; log_softmax's to
         # its terms, which torch's half kernel rounds before subtracting.
         scale = scale.reshape(x.shape) if op == "log_softmax" else None
-        assert_close(out, want.reshape(x.shape), out_dtype, reduce_len=width, scale=scale, rounded_terms=scale is not None)
+        assert_close(out, want.reshape(x.shape), out_dtype, reduce_len=width, scale=scale, rounded_terms=scale is not None,
+                     equal_nan=equal_nan)
     except AssertionError as e:
         raise AssertionError(f"{e} {_describe(op, x, dim, kw)}") from None
     return out
@@ -144,7 +149,10 @@ DIM_CASES = [
     ((20000, 3), 0),  # long, few columns: a split reduced axis in the library
     ((3000, 40), 0),
     ((2, 1500, 130), 1),
+    ((2**16 + 7, 3), -1),  # more rows than a grid's second dim holds (65535)
 ]
+if size_tier() == "gpu":
+    DIM_CASES.append(((3, 2**16 + 7), 0))  # as many columns (about 4 s a case under the interpreter)
 
 
 def test_dims(op):
@@ -267,6 +275,47 @@ def test_float64(op, dim):
         _check(op, x.float(), dim, dtype=torch.float64)
     except TypeError:
         pass
+
+
+# Widths drawn per run from each size class (huge: past 2^16, a little on
+# the CPU tier).
+_FLOAT64_WIDTHS = {"tiny": (2, 16), "small": (17, 1024), "medium": (1025, 8192), "large": (8193, 65536), "huge": (65537, 65536 + 4096)}
+
+
+@pytest.mark.parametrize("size_class", SIZE_CLASSES)
+def test_float64_widths(op, size_class, case_rng):
+    # float64 (and dtype=torch.float64) in every size class: a kernel may
+    # compute float64 in float32 only past some width. Rows along the last
+    # dim, and as long columns below the huge class.
+    n = case_rng.randint(*_FLOAT64_WIDTHS[size_class])
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    x = _logits(gen, (2 if n < 65536 else 1, n), torch.float64)
+    cases = [(x, -1, {}), (x.float(), -1, {"dtype": torch.float64})]
+    if size_class != "huge":
+        cases.append((_logits(gen, (n, 2), torch.float64), 0, {}))
+    for y, dim, kw in cases:
+        try:
+            _check(op, y, dim, **kw)
+        except TypeError:
+            pass  # refused (the contract of test_float64)
+
+
+# (row, what): rows a caller's masks and overflows produce, among finite
+# rows. torch gives NaN for a whole row holding NaN, +inf (inf - inf) or
+# nothing but -inf (0 / 0).
+_NONFINITE_ROWS = {1: "NaN", 2: "+inf", 3: "all -inf", 4: "+inf and -inf"}
+
+
+@pytest.mark.parametrize("n", [300, 20000, 40000], ids=["narrow", "wide", "past-32768"])
+def test_nan_and_infinite_rows(op, n):
+    x = randn(6, n, seed=9)
+    x[1, n // 3] = math.nan
+    x[2, n - 2] = math.inf
+    x[3] = -math.inf
+    x[4, 1], x[4, n // 2] = math.inf, -math.inf
+    _check(op, x, -1, equal_nan=True)
+    if n == 300:  # and down columns
+        _check(op, x.t().contiguous(), 0, equal_nan=True)
 
 
 # Rows of logits spread wide (randn * 4: probabilities down to about 1e-12).

@@ -69,8 +69,9 @@ def _f32_and_a_half(cases: list, ids=str, unpack: bool = False) -> list:
 # (M, N, K) by size class. Tiles of 16 to 256 and K steps of 16 to 128 all
 # leave a remainder somewhere in these; the interpreter runs a program per
 # tile in Python, so the CPU tier keeps one large dimension per case.
-# "deep" is past 2**22 multiply-adds in few tiles: a kernel may take another
-# path for large products, and float32 must keep its accuracy there.
+# "deep" is past 2**22 multiply-adds in few tiles, "large_*" past 2**24: a
+# kernel may take another path for large products, and float32 must keep
+# its accuracy there.
 SIZES = {
     "one": (1, 1, 1),
     "row": (1, 37, 200),
@@ -80,6 +81,11 @@ SIZES = {
     "deep": (63, 61, 1100),
     "tall": (520, 9, 45),
     "wide": (6, 531, 29),
+    # Past 2**24 multiply-adds (where a kernel may split K, or take another
+    # path), K ragged modulo every small split count: square-ish, and few
+    # tiles over a long K.
+    "large_product": (260, 250, 259),
+    "large_deep": (64, 67, 3913),
 }
 # Large both ways, K small (the interpreter pays per tile): M past 512 and
 # not a multiple of it with several column tiles, so a grouped tile order
@@ -307,15 +313,17 @@ def test_mm_empty(shape):
 @pytest.mark.mm
 def test_mm_float64_is_rejected_or_exact():
     # The bundled mm rejects float64 with a TypeError. A candidate may
-    # instead compute it (torch.mm does), but then in float64: a float32
-    # computation passed off as float64 is the defect this catches.
+    # instead compute it (torch.mm does), but then in float64 in every size
+    # class: a float32 computation passed off as float64 (for some sizes
+    # only, e.g. past some K) is the defect this catches.
     gen = torch.Generator().manual_seed(5)
-    a, b = _matrix(gen, (9, 300), torch.float64), _matrix(gen, (300, 7), torch.float64)
-    try:
-        out = gems.mm(a, b)
-    except TypeError:
-        return
-    _check(out, a, b, _ctx(9, 7, 300, torch.float64))
+    for M, N, K in ((9, 7, 300), (8, 9, 2000), (520, 9, 45), (6, 531, 29), (1, 37, 1100)):
+        a, b = _matrix(gen, (M, K), torch.float64), _matrix(gen, (K, N), torch.float64)
+        try:
+            out = gems.mm(a, b)
+        except TypeError:
+            continue
+        _check(out, a, b, _ctx(M, N, K, torch.float64))
 
 
 @pytest.mark.mm
@@ -371,11 +379,14 @@ def _addmm_case(gen, M, N, K, dtype, bias: str, la="contiguous", lb="contiguous"
 @pytest.mark.parametrize("bias, dtype", _f32_and_a_half(list(BIASES)))
 def test_addmm_bias(bias, dtype):
     # beta and alpha away from 1: a bias scaled twice or a product left
-    # unscaled shows in every bias shape.
-    M, N, K = 37, 45, 70
-    inp, a, b = _addmm_case(torch.Generator().manual_seed(6), M, N, K, dtype, bias)
-    out = gems.addmm(inp, a, b, beta=0.75, alpha=-1.25)
-    _check(out, a, b, _ctx(M, N, K, dtype, bias=bias), inp, 0.75, -1.25)
+    # unscaled shows in every bias shape; in a product that is not square
+    # and in a square one, where a row and a column bias have as many
+    # elements (told apart by shape only).
+    gen = torch.Generator().manual_seed(6)
+    for M, N, K in ((37, 45, 70), (40, 40, 33)):
+        inp, a, b = _addmm_case(gen, M, N, K, dtype, bias)
+        out = gems.addmm(inp, a, b, beta=0.75, alpha=-1.25)
+        _check(out, a, b, _ctx(M, N, K, dtype, bias=bias), inp, 0.75, -1.25)
 
 
 # (beta, alpha); None means the argument is left to its default. The
@@ -395,7 +406,10 @@ def test_addmm_scales(beta, alpha, dtype):
 
 
 # (size, bias): the size classes of mm, each with another bias shape.
-ADDMM_SIZES = [("one", "scalar_0d"), ("k1", "full"), ("deep", "row"), ("tall", "column"), ("wide", "row_2d")]
+# One row (a vector-matrix product) and one column (matrix-vector) with
+# beta and alpha away from 1, and a product past 2**24 multiply-adds.
+ADDMM_SIZES = [("one", "scalar_0d"), ("row", "row"), ("column", "column"), ("k1", "full"), ("deep", "row"), ("tall", "column"),
+               ("wide", "row_2d"), ("large_product", "column_expanded")]
 if GPU:
     ADDMM_SIZES += [("square", "full_transposed"), ("few_tiles_deep", "row"), ("large_shallow", "column")]
 
@@ -586,7 +600,7 @@ def test_addmm_inplace_layouts(layout, dtype):
     _inplace(inp, a, b, _ctx(M, N, K, dtype, input_layout=layout), beta=0.5)
 
 
-ADDMM__SIZES = ["one", "k1", "deep", "tall"]
+ADDMM__SIZES = ["one", "row", "column", "k1", "deep", "tall", "large_deep"]
 if GPU:
     # Tuned on first use: the tuner's trial runs must leave the input (also
     # the output) as it was; few output tiles try split-K too.

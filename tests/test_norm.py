@@ -152,13 +152,32 @@ SHAPE_CASES = [
 
 @pytest.mark.parametrize("op", OPS)
 def test_normalized_shapes(op):
+    # Every parameter set (none, weight, bias, both) with every shape: the
+    # width of a row must come from normalized_shape, not from the weight.
     gen = torch.Generator().manual_seed(21)
     for i, (shape, normalized) in enumerate(SHAPE_CASES):
         dtype = DTYPES[i % len(DTYPES)]
-        weight, bias = _params(gen, op, AFFINE[op][-1], normalized, dtype)
-        # A spread near sqrt(eps) every other case, so where eps goes shows.
-        x = _values(gen, shape, dtype, op) * (0.1 if i % 2 else 1.0)
-        _check(op, x, normalized, weight, bias, 0.01 if i % 2 else 1e-5)
+        for affine in AFFINE[op]:
+            weight, bias = _params(gen, op, affine, normalized, dtype)
+            # A spread near sqrt(eps) every other case, so where eps goes shows.
+            x = _values(gen, shape, dtype, op) * (0.1 if i % 2 else 1.0)
+            _check(op, x, normalized, weight, bias, 0.01 if i % 2 else 1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_several_wide_rows(op, case_rng):
+    # Several rows past 4096 and past 32768 (where a kernel may walk a row
+    # in chunks, or give programs several rows each), each row at its own
+    # level and spread: statistics carried from one row into another show.
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    dtype = case_rng.choice(DTYPES)
+    for lead, n in (((3,), case_rng.randint(4097, 32768)), ((2, 3), case_rng.randint(32769, 40000))):
+        rows = math.prod(lead)
+        level = torch.arange(rows, dtype=torch.float64).view(*lead, 1)
+        x = (torch.randn((*lead, n), generator=gen, dtype=torch.float64) * (1 + level) + 2 * level).to(gems.device, dtype)
+        affine = case_rng.choice(AFFINE[op])
+        weight, bias = _params(gen, op, affine, (n,), dtype)
+        _check(op, x, (n,), weight, bias, case_rng.choice([None, 1e-5]))
 
 
 # (layout of x, shape, layout of the parameters): views a caller can pass.
@@ -265,6 +284,28 @@ def test_float64(op):
             _check(op, x, (50,), weight, bias, eps)
         except TypeError:
             return
+
+
+# Widths drawn per run from each size class (huge: a little past 2^16 on
+# the CPU tier).
+_FLOAT64_WIDTHS = {"tiny": (2, 16), "small": (17, 1024), "medium": (1025, 8192), "large": (8193, 65536), "huge": (65537, 65536 + 4096)}
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("size_class", SIZE_CLASSES)
+def test_float64_widths(op, size_class, case_rng):
+    # float64 in every size class, computed in float64 or refused with
+    # TypeError: a kernel may compute float64 in float32 only past some
+    # width. eps=None is float64's eps.
+    n = case_rng.randint(*_FLOAT64_WIDTHS[size_class])
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    x = wide_values(gen, (2 if n < 65536 else 1, n), torch.float64, device=gems.device)
+    affine = AFFINE[op][SIZE_CLASSES.index(size_class) % len(AFFINE[op])]
+    weight, bias = _params(gen, op, affine, (n,), torch.float64)
+    try:
+        _check(op, x, (n,), weight, bias, None)
+    except TypeError:
+        pass
 
 
 @pytest.mark.parametrize("op", OPS)

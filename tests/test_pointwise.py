@@ -38,7 +38,7 @@ UNARY = [
 # Element counts in every size class of the shared table: a few fixed edges
 # (powers of two and neighbours, where block masks and vector widths change)
 # and one or two drawn per run. The interpreter affords one size a dtype in
-# the large classes; float64 stops below "huge" on the CPU tier.
+# the large classes.
 FIXED_SIZES = {"tiny": [1, 3, 16], "small": [17, 127, 1024], "medium": [1025, 4097], "large": [], "huge": [2**16 + 1]}
 GPU_SIZES = [2**20 + 1, 2**22 + 3]  # the float64 reference and comparison on the host bound these
 
@@ -73,10 +73,10 @@ def _sizes(case_rng, name: str, dtype: torch.dtype) -> list[int]:
 
 
 def _size_params():
+    # Every dtype in every class, float64 included: a kernel may compute
+    # float64 in float32 only past some size.
     for name in SIZE_CLASSES:
         for dtype, dtype_id in zip(DTYPES, DTYPE_IDS):
-            if name == "huge" and dtype == torch.float64 and size_tier() == "cpu":
-                continue
             yield pytest.param(name, dtype, id=f"{name}-{dtype_id}")
 
 
@@ -288,6 +288,23 @@ def test_binary_non_contiguous(op, dtype):
         _check_binary(op, x, y, alpha=0.75 if op == "add" else None, layout=name)
 
 
+def _huge_views(gen, dtype):
+    """(name, view) pairs of non-contiguous views past 2^16 elements, where
+    a kernel may take another path."""
+    yield "transposed", _randn(gen, (263, 270), dtype, 3.0).t()
+    yield "padded-rows", _randn(gen, (281, 256), dtype, 3.0)[:, :251]
+    yield "stepped", _randn(gen, (130, 1100), dtype, 3.0)[:, 1::2]
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_huge_non_contiguous(op, case_rng):
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    dtype = case_rng.choice(DTYPES)
+    for name, x in _huge_views(gen, dtype):
+        y = _randn(gen, x.shape, dtype) if name != "transposed" else _randn(gen, x.shape[::-1], dtype).t()
+        _check_binary(op, x, y, alpha=0.75 if op == "add" else None, layout=name)
+
+
 @pytest.mark.parametrize("op", BINARY)
 @pytest.mark.parametrize("draw", range(3))
 def test_binary_random(op, draw, case_rng):
@@ -343,6 +360,61 @@ def test_binary_integer(op):
     _check_binary(op, x, 0.5)
     if op == "add":
         assert torch.equal(gems.add(x, y, alpha=3).cpu(), x.cpu() + 3 * y.cpu())
+
+
+# (dtype, low, high of |x|, low, high of |y|, add's alpha): integers whose
+# results a float path rounds: int32 sums and products past 2^24 (float32's
+# mantissa), int64 ones past 2^53 (float64's); random signs, no overflow.
+ADD_INTS = [(torch.int32, 2**27, 2**28, 0, 2**20, -3), (torch.int64, 2**58, 2**59, 0, 2**40, 3)]
+MUL_INTS = [(torch.int32, 30000, 46000, 30000, 46000, None), (torch.int64, 2**29, 2**31, 2**29, 2**31, None)]
+
+
+def _signed_ints(gen, shape, dtype, low: int, high: int) -> torch.Tensor:
+    mag = torch.randint(low, high, tuple(shape), generator=gen, dtype=torch.int64)
+    return (mag * (torch.randint(0, 2, tuple(shape), generator=gen, dtype=torch.int64) * 2 - 1)).to(dtype)
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_integer_large_magnitudes(op, case_rng):
+    # Judged exactly (on the CPU, in the integer dtype): a kernel that
+    # computes integers through float32 or float64 loses the low bits.
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    w = case_rng.randint(100, 3000)
+    for dtype, lo, hi, ylo, yhi, alpha in ADD_INTS if op == "add" else MUL_INTS:
+        x, y = _signed_ints(gen, (3, w), dtype, lo, hi), _signed_ints(gen, (w,), dtype, ylo, yhi)
+        number = int(y[0])  # a Python int operand as large as the tensor's others
+        for a, b in ((x, y), (y, x), (x.t(), x.t().flip(0)), (x, number), (number, x)):
+            got = _call_binary(op, *(v.to(gems.device) if isinstance(v, torch.Tensor) else v for v in (a, b)), alpha)
+            want = torch.add(a, b, alpha=alpha) if op == "add" else torch.mul(a, b)
+            record(x, got.numel(), op=op, other="number" if isinstance(b, int) else describe_layout(b), alpha=str(alpha))
+            assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (
+                f"{op}({_describe(a)}, {_describe(b)}, alpha={alpha}) with |values| in [{lo}, {hi}): "
+                f"{int((got.cpu() != want).sum())} of {want.numel()} elements differ, "
+                f"e.g. got {got.cpu().reshape(-1)[:2].tolist()}, expected {want.reshape(-1)[:2].tolist()}"
+            )
+
+
+# 0-dim tensors of another dtype category take part in type promotion (a
+# number does not): an int32 tensor with a 0-dim float64 tensor is float64,
+# with a 0-dim float16 one float16; a 0-dim int64 tensor keeps int32.
+ZERO_DIM_OTHERS = [(torch.float64, 1e300), (torch.float64, 0.1), (torch.float16, 1.5), (torch.bfloat16, -2.5e30), (torch.int64, -7)]
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_zero_dim_promotes_integers(op):
+    x = torch.arange(-6, 6, dtype=torch.int32, device=gems.device).reshape(3, 4) * 5
+    for dtype, value in ZERO_DIM_OTHERS:
+        s = torch.tensor(value, dtype=dtype, device=gems.device)
+        for a, b in ((x, s), (s, x.t())):
+            alpha = 2 if op == "add" else None
+            want_dtype = torch.result_type(a, b)
+            got = _call_binary(op, a, b, alpha)
+            assert got.dtype == want_dtype, f"{op}({_describe(a)}, {_describe(b)}): got {got.dtype}, expected {want_dtype} (torch's promotion)"
+            if want_dtype.is_floating_point:
+                _check_binary(op, a, b, alpha)
+            else:
+                want = torch.add(a.cpu(), b.cpu(), alpha=alpha) if op == "add" else torch.mul(a.cpu(), b.cpu())
+                assert torch.equal(got.cpu(), want), f"{op}({_describe(a)}, {_describe(b)}): got {got.cpu().tolist()}, expected {want.tolist()}"
 
 
 @pytest.mark.add
@@ -465,6 +537,14 @@ def _unary_layouts(gen: torch.Generator, dtype):
 def test_unary_non_contiguous(op, dtype):
     gen = torch.Generator().manual_seed(21)
     for name, x in _unary_layouts(gen, dtype):
+        _check_unary(op, x, layout=name)
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_huge_non_contiguous(op, case_rng):
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    dtype = case_rng.choice(DTYPES)
+    for name, x in _huge_views(gen, dtype):
         _check_unary(op, x, layout=name)
 
 

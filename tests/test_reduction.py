@@ -325,11 +325,17 @@ def _check_total_beyond_half(op: str, x: torch.Tensor, dim, **context) -> None:
 @pytest.mark.parametrize("src", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["to-f32", "to-f64"])
 def test_sum_dtype_argument_widens(op, src, dtype, case_rng):
-    # 16-bit values whose sums overflow float16 unless accumulated as asked.
+    # 16-bit values whose sums overflow float16 unless accumulated as asked,
+    # in a small row, and in rows past 4096 (and past 2^16 for one of them)
+    # where partial sums must be kept as wide as asked too.
     gen = _gen(case_rng)
     x = (torch.rand((3, case_rng.randint(600, 1100)), generator=gen, dtype=torch.float64) * 60000).to(gems.device, src)
     _check(op, x, 1, dtype=dtype)
     _check(op, x.t(), 1, keepdim=True, dtype=dtype)
+    wide = case_rng.randint(4097, 9000) if (src, dtype) != (torch.float16, torch.float32) else case_rng.randint(2**16 + 1, 2**16 + 2**12)
+    x = (torch.rand((2, wide), generator=gen, dtype=torch.float64) * 60000).to(gems.device, src)
+    _check(op, x, -1, dtype=dtype, values="rand * 60000")
+    _check(op, x.view(2, 1, wide).expand(2, 2, wide), (0, 2), dtype=dtype, values="rand * 60000, expanded")
 
 
 @pytest.mark.parametrize("op", SUMS)
@@ -395,6 +401,41 @@ def test_amax_nan_in_wide_rows(case_rng):
     x[0, at, 1] = math.nan
     _check("amax", x, 1, values=f"NaN at [0, {at}, 1]")
     _check("amax", x[0, :, 1], None, values=f"NaN at {at}")
+
+
+# Dims of a 3-dim and a 4-dim input reduced together (some, not all), keepdim
+# in turn; then all of them.
+SEVERAL_DIMS = [((4, 5, 6), (0, 2)), ((4, 5, 6), (1, 2)), ((4, 5, 6), (-3, -2)), ((3, 4, 5, 6), (1, 3)), ((3, 4, 5, 6), (0, 2, 3)),
+                ((4, 5, 6), None)]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reduce_nan_and_inf_over_several_dims(op, case_rng):
+    # One NaN, one +inf and one -inf (apart, and a +inf with a -inf in one
+    # slice); each propagates through a reduction over several dims.
+    gen = _gen(case_rng)
+    for i, (shape, dim) in enumerate(SEVERAL_DIMS):
+        dtype = (torch.float32, torch.bfloat16, torch.float16)[i % 3]
+        x = -_randn(gen, shape, torch.float64, 2.0).abs().to(dtype) - 0.5
+        flat = x.view(-1)
+        picks = case_rng.sample(range(flat.numel()), 4)
+        flat[picks[0]], flat[picks[1]], flat[picks[2]], flat[picks[3]] = math.nan, math.inf, -math.inf, -math.inf
+        _check(op, x, dim, keepdim=bool(i % 2), values=f"NaN, inf, -inf at flat {picks}")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reduce_several_wide_rows(op, case_rng):
+    # Several rows past 8192 (one past 2^15), each at its own level: partial
+    # results of one row given to another, or a row's running value carried
+    # into the next, show. Reduced along the last dim and along the first.
+    gen = _gen(case_rng)
+    dtype = case_rng.choice([torch.float32, torch.bfloat16])
+    for rows, w in ((3, case_rng.randint(8193, 12000)), (2, case_rng.randint(2**15 + 1, 40000))):
+        levels = torch.tensor([10.0 * (i - 1) for i in range(rows)], dtype=torch.float64).view(rows, 1)
+        x = (torch.randn((rows, w), generator=gen, dtype=torch.float64) + levels).to(gems.device, dtype)
+        _check(op, x, -1, keepdim=rows == 3, values="randn + 10 * (row - 1)")
+        if rows == 3:
+            _check(op, x.t(), 0, values="randn + 10 * (column - 1)")
 
 
 @pytest.mark.amax
@@ -487,8 +528,10 @@ INT_SUMS = [
 def test_sum_integer_overflows_input_type(dtype, low, high, w, case_rng):
     g = _gen(case_rng)
     x = torch.randint(low, high, (3, w), generator=g, dtype=torch.int64).to(dtype)
-    # The last dim always; the first dim or all dims in turn.
-    for dim, y in ((-1, x), case_rng.choice([(0, x.t()), (None, x)])):
+    # The last dim always; the first dim or all dims in turn; and two of
+    # three dims (first and last, or the last two) of a 3-dim input.
+    x3 = torch.randint(low, high, (2, 3, w), generator=g, dtype=torch.int64).to(dtype)
+    for dim, y in ((-1, x), case_rng.choice([(0, x.t()), (None, x)]), (case_rng.choice([(0, 2), (1, 2)]), x3)):
         got = gems.sum(y.to(gems.device)) if dim is None else gems.sum(y.to(gems.device), dim)
         want = y.sum() if dim is None else y.sum(dim)
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (
