@@ -37,6 +37,18 @@ def test_a_repetition_changes_about_half_of_its_base_set():
     assert 0.4 <= changed <= 0.6  # half of the rows (the largest dim), rounded up
 
 
+def test_a_repetitions_values_are_no_linear_mix_of_the_value_sets():
+    # One factor per slab let a candidate that read the feeder's seed make a
+    # sum from sums of the sets it kept, without reading its input.
+    pool = _pool(torch.rand(64, 32) + 1.0)
+    sets = [s[0][0] for s in pool.sets]
+    (x,), _ = pool.values(3, 0)
+    slab = (x != sets[0]).any(dim=1)
+    for other in sets[1:]:
+        ratios = x[slab] / other[slab]
+        assert ratios.std() > 0.05, "the slab is one set scaled by one factor"
+
+
 def test_the_feeder_writes_what_values_reconstructs():
     pool = _pool(torch.randn(5, 40), torch.randn(40))
     a, b = torch.empty(5, 40), torch.empty(40)

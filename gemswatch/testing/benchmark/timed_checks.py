@@ -5,8 +5,8 @@ are judged too, not only the untimed first call:
 
 - :class:`InputPool`: every timed repetition starts from values no other
   repetition of the case saw (:func:`fill_rep_`: a value set of a rotating
-  pool, with a slab of each tensor taken from another set and scaled by a
-  factor of the repetition's own), copied into the call's tensors outside
+  pool, with a slab of each tensor taken from another set and each of its
+  elements scaled by a factor of the repetition's own), copied into the call's tensors outside
   the timed window, so a result kept from an earlier call (keyed on a
   pointer, a tensor version, the shape or the values themselves) is never
   the right one for free;
@@ -46,7 +46,7 @@ __all__ = ["TIMED_DISTANCE", "SPEED_OF_LIGHT_MARGIN", "Feeder", "InputPool", "fi
 POOL_SIZE = 3
 # The share of each tensor's largest dim a repetition takes from another value set.
 STAMP_SHARE = 0.5
-# The range of the factor that scales that slab (floating tensors only).
+# The range of the factors that scale that slab's elements (floating tensors).
 STAMP_FACTOR = (0.75, 1.25)
 
 
@@ -57,8 +57,8 @@ def _stamp_rng(seed: int, rep: int) -> random.Random:
 def fill_rep_(targets: list[torch.Tensor], sources: list[list[torch.Tensor]], seed: int, rep: int) -> None:
     """Write repetition ``rep``'s values into ``targets``: value set ``rep %
     len(sources)``, with a slab of each tensor (half of its largest dim, at
-    an offset of the repetition's own) taken from another set and, for
-    floating tensors, scaled by a factor of its own. No two repetitions of
+    an offset of the repetition's own) taken from another set and stirred
+    (:func:`_stir_`: each element scaled by a factor of its own). No two repetitions of
     a case see the same values, so a result kept for some values (keyed on
     their bytes, or on a sample of them) is never the right one for free;
     and the slab changes a large part of the result, so a stale one shows."""
@@ -76,10 +76,24 @@ def fill_rep_(targets: list[torch.Tensor], sources: list[list[torch.Tensor]], se
             length = max(1, math.ceil(dst.shape[d] * STAMP_SHARE))
             start = rng.randrange(dst.shape[d] - length + 1)
             slab, src = dst.narrow(d, start, length), other.narrow(d, start, length)
-        factor = rng.uniform(*STAMP_FACTOR)
         slab.copy_(src)
-        if slab.is_floating_point() or slab.is_complex():
-            slab.mul_(factor)
+        _stir_(slab, rng.getrandbits(63))
+
+
+def _stir_(slab: torch.Tensor, seed: int) -> None:
+    """Scale each element of a floating ``slab`` by a factor of its own, drawn
+    from ``seed`` on the slab's device. One factor per slab left each
+    repetition's values a linear mix of the value sets: a candidate that
+    read the feeder's seed (the feeder runs in the candidate's process)
+    made a sum from sums of the sets it kept, never reading the input. Per
+    element, making the result takes a pass over as many values as reading
+    the input does. Integer slabs stay as copied (no benchmark case has
+    integer inputs, and their values stay those of a value set)."""
+    if not (slab.is_floating_point() or slab.is_complex()):
+        return
+    real = slab.real.dtype if slab.is_complex() else slab.dtype
+    g = torch.Generator(device=slab.device).manual_seed(seed)
+    slab.mul_(torch.empty(slab.shape, dtype=real, device=slab.device).uniform_(*STAMP_FACTOR, generator=g))
 
 
 class Feeder:
