@@ -40,6 +40,8 @@ __all__ = [
     "test_small_probabilities",
     "test_zero_dim_and_empty",
     "test_random_shapes",
+    "test_constant_rows",
+    "test_batch_rows",
     "test_bad_dim",
     "test_library_looped",
     "test_library_persistent_rows",
@@ -135,8 +137,8 @@ def test_widths(op, size_class):
         _check(op, _logits(gen, (rows, n), dtype), -1)
 
 
-# (shape, dim): first, middle and last dims, a size-1 softmax dim, 1-D and
-# 4-D, long columns (reduced along dim 0 past one block, and past many).
+# (shape, dim): first, middle and last dims, a size-1 softmax dim, 1-D to
+# 6-D, long columns (reduced along dim 0 past one block, and past many).
 DIM_CASES = [
     ((5, 3, 40), 0),
     ((2, 1030, 3), 1),
@@ -150,6 +152,12 @@ DIM_CASES = [
     ((3000, 40), 0),
     ((2, 1500, 130), 1),
     ((2**16 + 7, 3), -1),  # more rows than a grid's second dim holds (65535)
+    # 5 and 6 dims (a kernel may flatten to at most 4): first, middle, last.
+    ((3, 2, 2, 3, 4), 0),
+    ((2, 3, 2, 3, 5), 2),
+    ((2, 3, 2, 3, 70), -1),
+    ((2, 2, 3, 2, 3, 4), 3),
+    ((2, 1, 3, 2, 2, 33), -1),
 ]
 if size_tier() == "gpu":
     DIM_CASES.append(((3, 2**16 + 7), 0))  # as many columns (about 4 s a case under the interpreter)
@@ -404,6 +412,56 @@ def test_random_shapes(op, draw, case_rng):
     gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
     x = with_layout(lambda s: _logits(gen, s, dtype), shape, layout)
     _check(op, x, dim)
+
+
+# (shape, dim, constant rows): rows whose values are all equal (uniform
+# probabilities 1/n, log-probabilities -log n), among rows that are not, in
+# one chunk and in many, along the last, a middle and the first dim; the
+# constants exact, inexact, 0 and large (exp overflows unless the max is
+# subtracted). Real rows of memory, not broadcast ones (test_layouts has
+# those).
+CONSTANT_CASES = [
+    ((4, 2), -1, [1, 3]),
+    ((5, 300), -1, [0, 2, 4]),
+    ((3, 9000), -1, [1]),
+    ((2, 20000), -1, [0]),
+    ((3, 40, 4), 1, None),
+    ((300, 3), 0, None),
+]
+_CONSTANTS = [0.75, 0.1, 0.0, -3.0, 1e4]
+
+
+def test_constant_rows(op):
+    gen = torch.Generator().manual_seed(17)
+    for i, (shape, dim, rows) in enumerate(CONSTANT_CASES):
+        dtype = DTYPES[i % len(DTYPES)]
+        x = _logits(gen, shape, dtype)
+        for j, r in enumerate(rows if rows is not None else [None]):
+            c = _CONSTANTS[(2 * i + j) % len(_CONSTANTS)]
+            if r is None:  # every row along ``dim`` constant, one level each
+                levels = torch.arange(x.numel() // shape[dim], dtype=torch.float64) % 5 - 2
+                x = levels.view(*[s if d != dim % x.dim() else 1 for d, s in enumerate(shape)]).expand(shape).to(gems.device, dtype).contiguous()
+            else:
+                x[r] = c
+        _check(op, x, dim)
+    # A whole tensor of one value, along a middle dim and the last.
+    _check(op, torch.full((4, 7, 6), 2.5, device=gems.device), 1)
+    _check(op, torch.full((3, 64), -0.3, device=gems.device, dtype=torch.bfloat16), -1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
+def test_batch_rows(op, dtype, case_rng):
+    # A real batch: 64 to 160 rows of 64 to 160 along the last dim (a
+    # kernel's second and later tiles of rows, programs of several rows),
+    # the rows in one or two leading dims, drawn per run; then as many rows
+    # along a middle dim.
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    rows, n = case_rng.randint(64, 160), case_rng.randint(64, 160)
+    lead = case_rng.choice([(rows,), (2, rows // 2), (rows // 8, 8)])
+    layout = case_rng.choice(["contiguous", "contiguous", "padded", "stepped"])
+    _check(op, with_layout(lambda s: _logits(gen, s, dtype), (*lead, n), layout), -1)
+    if dtype == torch.float32:
+        _check(op, _logits(gen, (rows // 8, n, 8), dtype), 1)
 
 
 def test_bad_dim(op):

@@ -140,13 +140,19 @@ def test_widths(op, size_class):
 
 
 # (input shape, normalized_shape): several trailing dims, 1-D input, a wide
-# row spread over two dims, a single-element normalised shape.
+# row spread over two dims, a single-element normalised shape, 5- and 6-dim
+# inputs.
 SHAPE_CASES = [
     ((2, 3, 40), (3, 40)),
     ((2, 3, 4, 50), (3, 4, 50)),
     ((781,), (781,)),
     ((3, 90, 100), (90, 100)),
     ((5, 1), (1,)),
+    # 5 and 6 dims (a kernel may flatten to at most 4): the last dim, the
+    # last two, the last three.
+    ((2, 3, 2, 3, 40), (40,)),
+    ((2, 2, 3, 2, 3, 20), (3, 20)),
+    ((3, 2, 2, 3, 4, 5), (3, 4, 5)),
 ]
 
 
@@ -306,6 +312,69 @@ def test_float64_widths(op, size_class, case_rng):
         _check(op, x, (n,), weight, bias, None)
     except TypeError:
         pass
+
+
+# (input shape, normalized_shape, rows made constant): rows whose values are
+# all equal among rows that are not. layer_norm's variance is 0 there and
+# its result the bias (or 0), never 0 / 0; rms_norm's is x / sqrt(x^2 + eps),
+# and 0 for a row of zeros. Narrow, past 4096 and past 32768; over one dim
+# and over two; exact, inexact, 0 and large constants.
+CONSTANT_CASES = [
+    ((4, 2), (2,), [1, 3]),
+    ((5, 300), (300,), [0, 2, 4]),
+    ((3, 9000), (9000,), [1]),
+    ((2, 33000), (33000,), [0]),
+    ((3, 4, 50), (4, 50), [0, 2]),
+]
+_CONSTANTS = [1.5, 0.1, 0.0, -300.0, 7.0]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_constant_rows(op):
+    gen = torch.Generator().manual_seed(26)
+    for i, (shape, normalized, rows) in enumerate(CONSTANT_CASES):
+        dtype = DTYPES[i % len(DTYPES)]
+        x = _values(gen, shape, dtype, op)
+        for j, r in enumerate(rows):
+            x[r] = _CONSTANTS[(i + j) % len(_CONSTANTS)]
+        for affine in AFFINE[op] if math.prod(normalized) < 4096 else AFFINE[op][-1:]:
+            weight, bias = _params(gen, op, affine, normalized, dtype)
+            _check(op, x, normalized, weight, bias, (None, 1e-5)[(i + len(affine)) % 2])
+    # A whole tensor of one value, and of zeros.
+    for value in (2.0, 0.0):
+        weight, bias = _params(gen, op, AFFINE[op][-1], (64,), torch.float32)
+        _check(op, torch.full((3, 64), value, device=gems.device), (64,), weight, bias, 1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
+def test_batch_rows(op, dtype, case_rng):
+    # A real batch: 64 to 160 rows of 64 to 160 (a kernel's second and later
+    # tiles of rows, programs of several rows), the rows in one or two
+    # leading dims, each row at its own level and spread, drawn per run.
+    gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
+    rows, n = case_rng.randint(64, 160), case_rng.randint(64, 160)
+    lead = case_rng.choice([(rows,), (2, rows // 2), (rows // 8, 8)])
+    rows = math.prod(lead)
+    level = torch.randn(rows, 1, generator=gen, dtype=torch.float64)
+    spread = 0.5 + torch.rand(rows, 1, generator=gen, dtype=torch.float64)
+    x = (torch.randn(rows, n, generator=gen, dtype=torch.float64) * spread + level).view(*lead, n).to(dtype)
+    layout = case_rng.choice(["contiguous", "contiguous", "padded", "stepped"])
+    x = x.to(gems.device) if layout == "contiguous" else _relayout(x.to(gems.device), layout)
+    weight, bias = _params(gen, op, case_rng.choice(AFFINE[op]), (n,), dtype)
+    _check(op, x, (n,), weight, bias, case_rng.choice([None, 1e-5]))
+
+
+def _relayout(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """``x``'s values in a padded-row or stepped view."""
+    n = x.shape[-1]
+    if layout == "padded":
+        wide = torch.zeros(*x.shape[:-1], n + 3, dtype=x.dtype, device=x.device)
+        wide[..., :n] = x
+        return wide[..., :n]
+    wide = torch.zeros(*x.shape[:-1], 2 * n + 1, dtype=x.dtype, device=x.device)
+    wide[..., 1::2] = x
+    return wide[..., 1::2]
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -3,7 +3,7 @@
 Black-box cases: the suite knows nothing of any kernel's blocks or branches,
 so it covers what an elementwise kernel's branches can depend on: element
 counts from 1 to past 2^16 (powers of two and their neighbours, plus sizes
-drawn per run), every dtype in every size class, 1- to 4-dim and strided,
+drawn per run), every dtype in every size class, 1- to 6-dim and strided,
 permuted, broadcast, 0-d and empty operands, values that are not small
 integers (which fp32 adds exactly) and that do not fit fp16 in bf16, inf and
 NaN, and every argument (add's alpha, gelu's approximate).
@@ -212,8 +212,8 @@ def test_binary_wide_values(op, dtype, case_rng):
 
 
 # (input shape, other shape): trailing vector (bias), column, both sides
-# broadcast, a 0-dim tensor, more dims on the right-hand side, 4-dim, and a
-# bias over a row wider than common blocks.
+# broadcast, a 0-dim tensor, more dims on the right-hand side, 4- to 6-dim,
+# and a bias over a row wider than common blocks.
 BROADCASTS = [
     ((4, 33), (33,)),
     ((5, 1, 7), (3, 1)),
@@ -224,6 +224,8 @@ BROADCASTS = [
     ((3, 1025), (1025,)),
     ((6, 33), (6, 1)),
     ((3, 4, 5), (1, 4, 1)),
+    ((2, 1, 3, 1, 5), (4, 3, 1, 1)),  # 5 and 6 dims
+    ((2, 3, 1, 2, 1, 3), (1, 1, 4, 1, 2, 1)),
 ]
 
 
@@ -278,6 +280,10 @@ def _layouts(gen: torch.Generator, dtype):
     yield "permuted-4d+contiguous", c.permute(3, 1, 0, 2), d.permute(3, 1, 0, 2).contiguous()
     yield "sliced-3d+expanded", c[1::2, :, ::3, 2], _randn(gen, (1, 5, 3), dtype).expand(3, 5, 3)
     yield "six-strided-dims", _randn(gen, (4, 3, 4, 3, 4, 3), dtype)[::2, :, ::2, :, ::2, :], _randn(gen, (3,), dtype)
+    e, f = _randn(gen, (2, 3, 4, 3, 5), dtype, 3.0), _randn(gen, (2, 3, 4, 3, 5), dtype)
+    yield "five-dims", e, f
+    yield "permuted-5d", e.permute(4, 2, 0, 3, 1), f.permute(4, 2, 0, 3, 1)
+    yield "six-dims", e.view(2, 3, 4, 3, 5, 1).transpose(0, 5), f.view(2, 3, 4, 3, 5, 1).transpose(0, 5).contiguous()
 
 
 @pytest.mark.parametrize("op", BINARY)
@@ -311,7 +317,7 @@ def test_binary_random(op, draw, case_rng):
     # An unseen shape, dtype, layout and alpha per run (the seed replays it).
     gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
     dtype = case_rng.choice(DTYPES)
-    rank = case_rng.randint(1, 4)
+    rank = case_rng.randint(1, 6)
     shape = [case_rng.randint(1, int(4096 ** (1 / rank))) for _ in range(rank)]
     layout = case_rng.choice(["contiguous", "transposed", "sliced", "broadcast", "number", "number-first"])
     alpha = case_rng.choice([None, case_rng.randint(-24, 24) / 8]) if op == "add" else None
@@ -530,6 +536,9 @@ def _unary_layouts(gen: torch.Generator, dtype):
     yield "permuted-4d", _randn(gen, (4, 5, 6, 7), dtype, 3.0).permute(1, 3, 0, 2)
     yield "strided-4d", _randn(gen, (4, 6, 5, 14), dtype, 3.0)[:, ::2, 1:, ::2].transpose(1, 3)
     yield "six-strided-dims", _randn(gen, (4, 3, 4, 3, 4, 3), dtype, 3.0)[::2, :, ::2, :, ::2, :]
+    yield "five-dims", _randn(gen, (2, 3, 4, 3, 5), dtype, 3.0)
+    yield "permuted-5d", _randn(gen, (2, 3, 4, 3, 5), dtype, 3.0).permute(3, 0, 4, 1, 2)
+    yield "six-dims", _randn(gen, (2, 3, 2, 3, 2, 5), dtype, 3.0)
 
 
 @pytest.mark.parametrize("op", UNARY)
@@ -554,7 +563,7 @@ def test_unary_random(op, draw, case_rng):
     # An unseen shape, layout and dtype per run (the seed replays it).
     gen = torch.Generator().manual_seed(case_rng.randrange(1 << 30))
     dtype = case_rng.choice(DTYPES)
-    rank = case_rng.randint(1, 4)
+    rank = case_rng.randint(1, 6)
     shape = [case_rng.randint(1, int(4096 ** (1 / rank))) for _ in range(rank)]
     layout = case_rng.choice(LAYOUTS)
     x = with_layout(lambda s: _randn(gen, s, dtype, 4.0), shape, layout)

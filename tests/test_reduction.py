@@ -186,6 +186,14 @@ def test_reduce_dims(op, keepdim, case_rng):
     y = _randn(gen, (3, 4, 5, 6), torch.bfloat16, 2.0)
     for dim in ((1, 3), (0, 3), (1, 2), -3, (0, 1, 3)):
         _check(op, y, dim, keepdim)
+    # 5 and 6 dims (a kernel may flatten to at most 4, or wrap dims as if
+    # it had): one dim, negative dims, tuples, all dims.
+    z = _randn(gen, (2, 3, 3, 2, 4), torch.float32, 2.0)
+    for dim in (1, 3, -2, (0, 2, 4), (1, 3), None):
+        _check(op, z, dim, keepdim)
+    w = _randn(gen, (2, 2, 3, 2, 3, 2), torch.float16, 2.0)
+    for dim in (2, (0, 5), (1, 3, 4), -4):
+        _check(op, w, dim, keepdim)
 
 
 def _permuted(gen, dtype):
@@ -231,7 +239,7 @@ def test_reduce_random(op, draw, case_rng):
     # An unseen shape, layout, dtype and set of dims per run (the seed replays it).
     gen = _gen(case_rng)
     dtype = case_rng.choice(DTYPES)
-    rank = case_rng.randint(1, 4)
+    rank = case_rng.randint(1, 6)
     budget = 1024 if op == "amax" else 8192
     shape = [case_rng.randint(1, int(budget ** (1 / rank))) for _ in range(rank)]
     layout = case_rng.choice(LAYOUTS)
@@ -242,7 +250,56 @@ def test_reduce_random(op, draw, case_rng):
     _check(op, x, dim, keepdim=case_rng.random() < 0.5, layout=layout)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_reduce_batch(op, case_rng):
+    # A real batch: 64 to 128 rows of 64 to 128 reduced along the last dim
+    # (a kernel's second and later tiles of rows), the rows in one or two
+    # leading dims, each row at its own level; then (sum, mean) down its
+    # columns. Drawn per run, the dtype too.
+    gen = _gen(case_rng)
+    top = 96 if op == "amax" else 128  # amax is slow under the interpreter
+    rows, n = case_rng.randint(64, top), case_rng.randint(64, top)
+    lead = case_rng.choice([(rows,), (2, rows // 2), (rows // 8, 8)])
+    dtype = case_rng.choice(DTYPES)
+    level = torch.randn(*lead, 1, generator=gen, dtype=torch.float64) * 4
+    x = (torch.randn(*lead, n, generator=gen, dtype=torch.float64) + level).to(gems.device, dtype)
+    if op == "amax":
+        x[..., case_rng.randrange(n)] += 8  # one maximum a row, somewhere
+    _check(op, x, -1, keepdim=case_rng.random() < 0.5, values="randn + 4 * randn per row")
+    if op != "amax":
+        _check(op, x.reshape(-1, n), 0, values="randn + 4 * randn per row")
+
+
 # --- values ------------------------------------------------------------------
+
+
+# (shape, dim, dtype, value): tensors of one value (inexact, exact, 0,
+# negative, large): a sum is n * c, a mean c, an amax c (every element ties
+# for the maximum); rows, columns, a middle dim, several dims and all dims,
+# narrow and past 4096.
+CONSTANT_CASES = [
+    ((3, 300), -1, torch.float32, 0.1),
+    ((2, 5000), -1, torch.bfloat16, -3.0),
+    ((300, 3), 0, torch.float16, 0.7),
+    ((3, 40, 5), 1, torch.float32, -0.0),
+    ((4, 6, 5), (0, 2), torch.float32, 2.5e30),
+    ((5, 7), None, torch.float64, 1.0 / 3.0),
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reduce_constant(op):
+    for i, (shape, dim, dtype, value) in enumerate(CONSTANT_CASES):
+        x = torch.full(shape, value, dtype=dtype, device=gems.device)
+        _check(op, x, dim, keepdim=bool(i % 2), values=f"all {value:g}")
+    if op == "amax":
+        # Ties for the maximum at the first, a middle and the last element
+        # of each row, and of each column.
+        gen = torch.Generator().manual_seed(12)
+        x = -_randn(gen, (4, 300), torch.float32).abs() - 1.0
+        x[:, 0] = x[:, -1] = x[:, 150] = 5.0
+        _check(op, x, -1, values="ties at 0, 150, 299")
+        _check(op, x.t().contiguous(), 0, values="ties at 0, 150, 299")
 
 
 @pytest.mark.parametrize("op", SUMS)
