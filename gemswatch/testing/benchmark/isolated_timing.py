@@ -46,8 +46,8 @@ from .case_accuracy import baseline_on_copy
 from .timed_checks import InputPool, check_timed_accuracy, check_timed_output
 from .timing import Timer
 
-__all__ = ["CHECKED_REPS", "FIRST_CHUNK", "STALL_MS", "TIMER_TRIES", "plan_checks", "plan_chunks", "remote_of", "time_isolated",
-           "timed_chunk"]
+__all__ = ["CHECKED_REPS", "FIRST_CHUNK", "STALL_MS", "TIMER_TRIES", "plan_checks", "plan_chunks", "remote_of",
+           "time_isolated", "timed_chunk"]
 
 FIRST_CHUNK = 10  # timed repetitions checked against the judge's clock before the rest run
 CHECKED_REPS = 8  # timed results compared with the baseline, per case
