@@ -5,17 +5,9 @@ from __future__ import annotations
 from gemswatch.testing.stage_clock import StageClock
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
 def test_moments_are_counted_from_configure_and_pytests_are_marked_once():
-    t = FakeClock()
-    clock = StageClock(t)
+    t = type("Now", (), {"now": 100.0})()  # a clock the test moves by hand
+    clock = StageClock(lambda: t.now)
     t.now = 100.5
     clock.mark("candidate loaded")
     t.now = 101.0
