@@ -533,8 +533,7 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
         time.sleep(1.0)
 
         def save(label: str, text: str) -> None:
-            caches = triton_caches(proj)
-            before = {name: cache_entries(c) for name, c in caches.items()}
+            before = {name: cache_entries(c) for name, c in triton_caches(proj).items()}
             t0 = time.monotonic()
             target.write_text(text)
             digest = sha(target)

@@ -104,20 +104,18 @@ def timed_chunk(timing: RemoteTiming, op: str, n: int, rng: random.Random, first
     try, while a stall of a loaded machine (another process's time slices
     landing inside a short chunk) does not repeat. Only windows that passed
     the check are ever used, so a retry hides nothing."""
-    for attempt in range(1, TIMER_TRIES + 1):
+    for attempt in range(TIMER_TRIES):
         seed = rng.getrandbits(62)
-        chunk, wall_ms, committed = timing.reps(n, seed, first=first and attempt == 1)
+        chunk, wall_ms, committed = timing.reps(n, seed, first=first and attempt == 0)
         _trace(op, chunk, wall_ms, overhead_ms, timing.spin_ms, timing.account)
         try:
-            least_ms = check_reported_time(op, chunk, wall_ms, overhead_ms, timing.spin_ms, device, timing.account)
+            return seed, chunk, committed, check_reported_time(op, chunk, wall_ms, overhead_ms, timing.spin_ms,
+                                                               device, timing.account)
         except TimerShortfall as e:
             if e.shortfall_ms > STALL_MS:
                 raise
-            if attempt == TIMER_TRIES:
-                raise IntegrityError(e.check, f"{e.detail} (on each of {TIMER_TRIES} tries)") from None
-            continue
-        return seed, chunk, committed, least_ms
-    raise AssertionError("unreachable")
+            short = e
+    raise IntegrityError(short.check, f"{short.detail} (on each of {TIMER_TRIES} tries)")
 
 
 def time_isolated(bm: Benchmark, timer: Timer, device: str, remote: RemoteCandidate, pool: InputPool,

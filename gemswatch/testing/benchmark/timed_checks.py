@@ -6,10 +6,10 @@ are judged too, not only the untimed first call:
 - :class:`InputPool`: every timed repetition starts from values no other
   repetition of the case saw (:func:`fill_rep_`: a value set of a rotating
   pool, with a slab of each tensor taken from another set and each of its
-  elements scaled by a factor of the repetition's own), copied into the call's tensors outside
-  the timed window, so a result kept from an earlier call (keyed on a
-  pointer, a tensor version, the shape or the values themselves) is never
-  the right one for free;
+  elements scaled by a factor of the repetition's own), copied into the
+  call's tensors outside the timed window, so a result kept from an
+  earlier call (keyed on a pointer, a tensor version, the shape or the
+  values themselves) is never the right one for free;
 - :func:`check_timed_output`: the result of a timed call matches the
   baseline's result for the same inputs, in-place operators included
   (relative L2 distance over the finite entries, at most
@@ -58,10 +58,11 @@ def fill_rep_(targets: list[torch.Tensor], sources: list[list[torch.Tensor]], se
     """Write repetition ``rep``'s values into ``targets``: value set ``rep %
     len(sources)``, with a slab of each tensor (half of its largest dim, at
     an offset of the repetition's own) taken from another set and stirred
-    (:func:`_stir_`: each element scaled by a factor of its own). No two repetitions of
-    a case see the same values, so a result kept for some values (keyed on
-    their bytes, or on a sample of them) is never the right one for free;
-    and the slab changes a large part of the result, so a stale one shows."""
+    (:func:`_stir_`: each element scaled by a factor of its own). No two
+    repetitions of a case see the same values, so a result kept for some
+    values (keyed on their bytes, or on a sample of them) is never the
+    right one for free; and the slab changes a large part of the result, so
+    a stale one shows."""
     rng = _stamp_rng(seed, rep)
     k = len(sources)
     for j, dst in enumerate(targets):

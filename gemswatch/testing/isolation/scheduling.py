@@ -15,7 +15,7 @@ Standard library only.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..integrity import IntegrityError
 
@@ -42,8 +42,8 @@ def check_scheduling(before: Scheduling) -> None:
     now = scheduling_now()
     if now == before:
         return
-    changed = [f"{name} {_shown(getattr(before, name))} -> {_shown(getattr(now, name))}"
-               for name in ("cpus", "policy", "priority", "nice") if getattr(now, name) != getattr(before, name)]
+    changed = [f"{f.name} {_shown(getattr(before, f.name))} -> {_shown(getattr(now, f.name))}"
+               for f in fields(Scheduling) if getattr(now, f.name) != getattr(before, f.name)]
     raise IntegrityError(
         "judge-scheduling",
         f"the judge's CPU scheduling changed while the candidate ran ({'; '.join(changed)}); "
