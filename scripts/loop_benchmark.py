@@ -505,6 +505,16 @@ def triton_caches(proj: Path) -> dict[str, list[Path]]:
 _KERNEL_LINE = "    cols = tl.arange(0, BLOCK_COLS)\n"
 
 
+def session_notes(proj: Path, log: str | None) -> list[str]:
+    """A stage log's own account of its time (the stage clock and the
+    candidate calls' line), to see where a slow save's seconds went."""
+    path = proj / log if log else None  # an absolute log stays as it is
+    if path is None or not path.is_file():
+        return []
+    lines = path.read_text(errors="replace").splitlines()
+    return [ln for ln in lines if ln.startswith(("gemswatch: stage clock", "gemswatch: candidate calls"))]
+
+
 def changed_constant(text: str, value: int) -> str:
     """The softmax candidate with one more constant in its kernel (folded
     away by the compiler: results stay the same, the kernel's source does not)."""
@@ -546,6 +556,8 @@ def device_loop(proj: Path, repeat: int, spares: str, pause: float) -> dict[str,
                 if e["status"] != "passed":
                     print(f"  note: {label} {stage}: {e['status']} {e.get('message', '')[:160]}")
                 row[stage].append(t - t0)
+                for line in session_notes(proj, e.get("log")):
+                    print(f"    [{label}, {stage}, {t - t0:.2f} s after the save, {e.get('duration_s', 0):.2f} s in the stage] {line}")
             w.wait(lambda e: e["event"] == "run_finished" and e["content_sha256"] == digest, 60, "run_finished")
             after = {name: cache_entries(c) for name, c in triton_caches(proj).items()}  # a first save makes its folder
             row["kernels"].append(float(len(after["candidates"] - before["candidates"])))
