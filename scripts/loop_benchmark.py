@@ -56,6 +56,7 @@ from gemswatch.watch.config import load_config  # noqa: E402
 from gemswatch.watch.mapping import CandidateMap  # noqa: E402
 from gemswatch.watch.devices import detect_devices  # noqa: E402
 from gemswatch.watch.stage.plan import base_env, stage_command  # noqa: E402
+from gemswatch.watch.stage.pytest_log import SESSION_NOTE  # noqa: E402
 from gemswatch.watch.stage.spares import SpareStarter  # noqa: E402
 from gemswatch.watch.stage.supervise import run_process  # noqa: E402
 from gemswatch.watch.stage.warm import WarmStarter  # noqa: E402
@@ -506,13 +507,13 @@ _KERNEL_LINE = "    cols = tl.arange(0, BLOCK_COLS)\n"
 
 
 def session_notes(proj: Path, log: str | None) -> list[str]:
-    """A stage log's own account of its time (the stage clock and the
-    candidate calls' line), to see where a slow save's seconds went."""
+    """A stage log's own account of itself (the session notes: the stage
+    clock, the candidate calls' line), to see where a slow save's seconds went."""
     path = proj / log if log else None  # an absolute log stays as it is
     if path is None or not path.is_file():
         return []
     lines = path.read_text(errors="replace").splitlines()
-    return [ln for ln in lines if ln.startswith(("gemswatch: stage clock", "gemswatch: candidate calls"))]
+    return [ln for ln in lines if SESSION_NOTE.match(ln)]
 
 
 def changed_constant(text: str, value: int) -> str:
